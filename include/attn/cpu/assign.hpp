@@ -1,0 +1,89 @@
+// The CPU executor: `view = expression` checks the shape rule of assignment, then lowers.
+#pragma once
+
+#include <type_traits>
+
+#include "contract.hpp"
+#include "evaluate.hpp"
+#include "lowering.hpp"
+#include "reduce.hpp"
+
+namespace attn {
+
+namespace cpu_backend::detail {
+
+template <class E>
+inline constexpr bool is_materialised =
+    requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; };
+
+/// Nodes that read an operand at other positions than the one they write.
+template <class E>
+inline constexpr bool reorders = false;
+template <class To, class A>
+inline constexpr bool reorders<expr::broadcast<To, A>> = true;
+template <class To, class A>
+inline constexpr bool reorders<expr::permute<To, A>> = true;
+template <class D, class A>
+inline constexpr bool reorders<expr::slice<D, A>> = true;
+
+/// True when writing [begin, end) while evaluating e in one pass could change what e reads:
+/// a leaf there is read through a reordering node. Reductions and contractions read their
+/// operands into temporaries before anything is written.
+template <class E>
+bool hazard(const E& e, const void* begin, const void* end, bool reordered) {
+  if constexpr (is_tensor_view_v<E>) {
+    const void* first = e.data();
+    const void* last = e.data() + e.size();
+    return reordered && first < end && begin < last;
+  } else if constexpr (is_materialised<E>) {
+    return false;
+  } else {
+    bool found = false;
+    e.for_each_child([&](const auto& child) {
+      found = found || hazard(child, begin, end, reordered || reorders<E>);
+    });
+    return found;
+  }
+}
+
+template <class T, class S, class E>
+void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
+  const void* begin = dst.data();
+  const void* end = dst.data() + dst.size();
+  if constexpr (is_materialised<E>) {
+    // Straight into dst, unless dst is also an operand.
+    if (!hazard(e, begin, end, true)) {
+      if constexpr (requires { typename E::contracted_dim; }) contract_into(dst, e);
+      else reduce_into(dst, e);
+      return;
+    }
+  }
+  if (hazard(e, begin, end, is_materialised<E>)) {
+    tensor<T, S, cpu> temporary(dst.extents());
+    lower_into_view(temporary.view(), e);
+    lower_into_view(dst, temporary.view());
+  } else {
+    lower_into_view(dst, e);
+  }
+}
+
+}  // namespace cpu_backend::detail
+
+/// `view = expression` on the CPU.
+template <>
+struct executor<cpu> {
+  template <class T, class S, class E>
+  static void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
+    static_assert(expression<E>, "attn::assign: the right-hand side is not an expression");
+    static_assert(std::is_same_v<typename E::shape_type, S>,
+                  "attn::assign: the expression's shape differs from the destination's");
+    static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>>,
+                  "attn::assign: value types differ (use attn::cast)");
+    static_assert(std::is_same_v<typename E::device_type, cpu>,
+                  "attn::assign: the expression lives on another device");
+    check_common_extents("attn::assign", dst.extents(), e.extents());
+    cpu_backend::detail::assign(dst, e);
+  }
+};
+
+}  // namespace attn

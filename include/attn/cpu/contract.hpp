@@ -1,0 +1,115 @@
+// Contractions on the CPU: batches of Eigen matrix products (OpenBLAS sgemm/dgemm when the
+// `blas` option is on). Operands already laid out as [batch..., rows, cols] are used in place,
+// transposed or not; any other operand is first evaluated into that layout.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "evaluate.hpp"
+#include "lowering.hpp"
+#include "threads.hpp"
+
+namespace attn::cpu_backend {
+
+namespace detail {
+
+template <class List>
+using shape_from = shape_of_list<List>;
+
+/// An operand as a pointer to [batch..., P..., Q...] elements; `transposed` when stored as
+/// [batch..., Q..., P...] instead. `storage` owns a temporary when one was needed.
+template <class T, class Preferred>
+struct gemm_operand {
+  const T* data = nullptr;
+  bool transposed = false;
+  tensor<T, Preferred, cpu> storage;
+};
+
+template <class T, class S, class E>
+void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
+  lowering<E> source(e);
+  eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
+  run_assign(out, source.eigen());
+}
+
+/// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed.
+template <class Preferred, class Transposed, class X>
+auto prepare_operand(const X& x) {
+  using T = typename X::value_type;
+  if constexpr (is_tensor_view_v<X> && std::is_same_v<typename X::shape_type, Preferred>) {
+    return gemm_operand<T, shape<>>{x.data(), false, tensor<T, shape<>, cpu>()};
+  } else if constexpr (is_tensor_view_v<X> && std::is_same_v<typename X::shape_type, Transposed>) {
+    return gemm_operand<T, shape<>>{x.data(), true, tensor<T, shape<>, cpu>()};
+  } else {
+    tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()));
+    if constexpr (std::is_same_v<typename X::shape_type, Preferred>) {
+      lower_into_view(storage.view(), x);
+    } else {
+      lower_into_view(storage.view(), expr::permute<Preferred, X>(x));
+    }
+    const T* data = storage.data();
+    return gemm_operand<T, Preferred>{data, false, std::move(storage)};
+  }
+}
+
+template <class List, class Sizes>
+index_t product_of(const Sizes& sizes) {
+  return [&]<class... Ds>(meta::list<Ds...>) {
+    return (index_t{1} * ... * sizes.template extent<Ds>());
+  }(List{});
+}
+
+}  // namespace detail
+
+template <class T, class S, class E>
+void contract_into(const tensor_view<T, S, cpu>& dst, const E& contraction) {
+  using K = typename E::contracted_dim;
+  using batch = typename E::batch_dims;
+  using a_free = typename E::a_free_dims;
+  using b_free = typename E::b_free_dims;
+  using a_rows_k = detail::shape_from<meta::concat_t<batch, a_free, meta::list<K>>>;
+  using a_k_rows = detail::shape_from<meta::concat_t<batch, meta::list<K>, a_free>>;
+  using b_k_cols = detail::shape_from<meta::concat_t<batch, meta::list<K>, b_free>>;
+  using b_cols_k = detail::shape_from<meta::concat_t<batch, b_free, meta::list<K>>>;
+
+  const auto a = detail::prepare_operand<a_rows_k, a_k_rows>(contraction.a);
+  const auto b = detail::prepare_operand<b_k_cols, b_cols_k>(contraction.b);
+
+  const auto& sizes = contraction.extents();
+  const index_t batches = detail::product_of<batch>(sizes);
+  const index_t m = detail::product_of<a_free>(sizes);
+  const index_t n = detail::product_of<b_free>(sizes);
+  const index_t k = contraction.a.extents().template extent<K>();
+
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  auto one_product = [&](index_t i) {
+    Eigen::Map<matrix> c(dst.data() + i * m * n, m, n);
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      c.setZero();
+      return;
+    }
+    const Eigen::Map<const matrix> a_i(a.data + i * m * k, a.transposed ? k : m, a.transposed ? m : k);
+    const Eigen::Map<const matrix> b_i(b.data + i * k * n, b.transposed ? n : k, b.transposed ? k : n);
+    if (!a.transposed && !b.transposed) c.noalias() = a_i * b_i;
+    else if (!a.transposed) c.noalias() = a_i * b_i.transpose();
+    else if (!b.transposed) c.noalias() = a_i.transpose() * b_i;
+    else c.noalias() = a_i.transpose() * b_i.transpose();
+  };
+
+  // Many small products (attention's per-head matrices): one thread each. Few large ones:
+  // in turn, each spread over all threads by the GEMM itself.
+  const double flops_each = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (batches > 1 && flops_each < 4.0e6) {
+    parallel_for(batches, 1, 1, [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) one_product(i);
+    });
+  } else {
+    for (index_t i = 0; i < batches; ++i) one_product(i);
+  }
+}
+
+}  // namespace attn::cpu_backend

@@ -1,0 +1,23 @@
+// Reductions on the CPU: one Eigen reduction over the named axis, threads sharing the outputs.
+#pragma once
+
+#include "evaluate.hpp"
+#include "lowering.hpp"
+
+namespace attn::cpu_backend {
+
+template <class T, class S, class E>
+void reduce_into(const tensor_view<T, S, cpu>& dst, const E& reduction) {
+  using source_shape = typename decltype(reduction.a)::shape_type;
+  using D = typename E::reduced_dim;
+  using Op = typename E::op_type;
+  lowering<decltype(reduction.a)> source(reduction.a);
+  eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
+  const Eigen::array<Eigen::Index, 1> axis{static_cast<Eigen::Index>(dim_index<source_shape, D>)};
+  if constexpr (std::is_same_v<Op, op::sum>) run_assign(out, source.eigen().sum(axis));
+  else if constexpr (std::is_same_v<Op, op::max>) run_assign(out, source.eigen().maximum(axis));
+  else if constexpr (std::is_same_v<Op, op::mean>) run_assign(out, source.eigen().mean(axis));
+  else static_assert(sizeof(Op) == 0, "attn::cpu: no lowering for this reduction");
+}
+
+}  // namespace attn::cpu_backend

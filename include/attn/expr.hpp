@@ -1,0 +1,11 @@
+// The expression layer: lazy, shape-checked nodes over tensor views.
+#pragma once
+
+#include "expr/broadcast.hpp"
+#include "expr/contract.hpp"
+#include "expr/elementwise.hpp"
+#include "expr/expression.hpp"
+#include "expr/layout.hpp"
+#include "expr/ops.hpp"
+#include "expr/reduce.hpp"
+#include "expr/slice.hpp"
