@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string_view>
+#include <type_traits>
 
 #include "config.hpp"
 
@@ -29,15 +30,30 @@ struct dim {
   static_assert(Extent > 0 || Extent == dynamic_extent,
                 "attn::dim: a static extent must be positive");
   static constexpr std::string_view name = Name.view();
+  /// The name as given, so that detail::is_dim can rebuild the type (see there).
+  static constexpr auto fixed_name = Name;
   static constexpr index_t extent = Extent;
   static constexpr bool is_static = Extent != dynamic_extent;
 };
 
 namespace detail {
+// Not a partial specialisation on dim<Name, Extent>: nvcc's front end (EDG, CUDA 13) never
+// matches one whose parameter is a class-type template argument deduced from a placeholder
+// (`fixed_string Name`), so every dimension would fail the concept. Rebuilding the type from
+// its own members and comparing is exact on every compiler.
 template <class T>
-inline constexpr bool is_dim = false;
-template <fixed_string Name, index_t Extent>
-inline constexpr bool is_dim<dim<Name, Extent>> = true;
+struct is_dim_impl {
+  static constexpr bool value = false;
+};
+template <class T>
+  requires requires {
+    typename dim<T::fixed_name, T::extent>;
+  }
+struct is_dim_impl<T> {
+  static constexpr bool value = std::is_same_v<T, dim<T::fixed_name, T::extent>>;
+};
+template <class T>
+inline constexpr bool is_dim = is_dim_impl<T>::value;
 }  // namespace detail
 
 /// A type made by `attn::dim`.

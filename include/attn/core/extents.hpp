@@ -112,6 +112,7 @@ constexpr void check_one_common(std::string_view operation, const extents<SA>& a
 template <class SA, class SB, class... Ds>
 constexpr void check_common_dims(std::string_view operation, const extents<SA>& a,
                                  const extents<SB>& b, meta::list<Ds...>) {
+  (void)operation;  // unused when there are no dimensions
   (check_one_common<Ds>(operation, a, b), ...);
 }
 }  // namespace detail

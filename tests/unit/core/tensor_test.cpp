@@ -1,0 +1,68 @@
+// Tests of include/attn/core/tensor.hpp: storage, alignment, views, copies.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <attn/attn.hpp>
+
+namespace {
+using batch = attn::dim<"batch">;
+using d_model = attn::dim<"d_model", 6>;
+using row = attn::shape<batch, d_model>;
+}  // namespace
+
+TEST_CASE("tensors are zero-initialised, aligned and row-major") {
+  attn::tensor<float, row> t(3);
+  CHECK(t.size() == 18);
+  CHECK(t.bytes() == 18 * sizeof(float));
+  CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % attn::memory<attn::cpu>::alignment == 0);
+  for (attn::index_t i = 0; i < t.size(); ++i) CHECK(t.data()[i] == 0.0f);
+  t(2, 5) = 4.0f;
+  CHECK(t.data()[2 * 6 + 5] == 4.0f);
+  CHECK(t.extent<batch>() == 3);
+}
+
+TEST_CASE("static shapes need no sizes; size-0 and size-1 dimensions work") {
+  attn::tensor<double, attn::shape<d_model>> v;
+  CHECK(v.size() == 6);
+  attn::tensor<float, row> empty(0);
+  CHECK(empty.size() == 0);
+  attn::tensor<float, row> one(1);
+  CHECK(one.size() == 6);
+}
+
+TEST_CASE("copies are deep, moves transfer, views share") {
+  attn::tensor<float, row> a(2);
+  a(1, 1) = 3.0f;
+  attn::tensor<float, row> b = a;
+  b(1, 1) = 5.0f;
+  CHECK(a(1, 1) == 3.0f);
+  attn::tensor<float, row> c = std::move(b);
+  CHECK(c(1, 1) == 5.0f);
+  auto v = a.view();
+  v(0, 0) = 7.0f;
+  CHECK(a(0, 0) == 7.0f);
+  static_assert(std::is_same_v<decltype(std::as_const(a).view()),
+                               attn::tensor_view<const float, row, attn::cpu>>);
+}
+
+TEST_CASE("assigning a view writes through it") {
+  attn::tensor<float, row> a(2), b(2);
+  for (attn::index_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(i);
+  b.view() = a.view();
+  for (attn::index_t i = 0; i < a.size(); ++i) CHECK(b.data()[i] == static_cast<float>(i));
+  attn::tensor<float, row> wrong(3);
+  CHECK_THROWS_AS(wrong.view() = a.view(), attn::extent_error);
+}
+
+TEST_CASE("a tensor can be built from an expression") {
+  attn::tensor<float, row> a(4);
+  for (attn::index_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(i);
+  attn::tensor<float, row> doubled(a * 2.0f);
+  CHECK(doubled(3, 5) == 2.0f * 23);
+  auto e = attn::eval(a + a);
+  static_assert(std::is_same_v<decltype(e), attn::tensor<float, row, attn::cpu>>);
+  CHECK(e(3, 5) == 46.0f);
+}

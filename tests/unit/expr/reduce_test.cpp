@@ -1,0 +1,96 @@
+// Tests of include/attn/expr/reduce.hpp: sum, max and mean over first, middle and last dimensions.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+#include "../reference.hpp"
+
+namespace {
+using namespace attn::test;
+using batch = attn::dim<"batch">;
+using len = attn::dim<"len">;
+using d_small = attn::dim<"d_small", 3>;
+using s3 = attn::shape<batch, len, d_small>;
+
+/// Reference reduction of t over dimension position `axis`.
+template <class T, class Out, class Combine>
+std::vector<double> reduce_reference(const attn::tensor<T, s3>& t, const Out& out, std::size_t axis,
+                                     double init, Combine combine, bool mean) {
+  return reference(out.extents(), [&](const auto& index) {
+    double acc = init;
+    std::array<attn::index_t, 3> full{};
+    for (attn::index_t k = 0; k < t.extents()[axis]; ++k) {
+      for (std::size_t d = 0, j = 0; d < 3; ++d) full[d] = d == axis ? k : index[j++];
+      acc = combine(acc, static_cast<double>(at(t, full)));
+    }
+    return mean ? acc / static_cast<double>(t.extents()[axis]) : acc;
+  });
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("sum, max and mean over each dimension match loops", T, float, double) {
+  const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+  auto plus = [](double a, double b) { return a + b; };
+  auto larger = [](double a, double b) { return std::max(a, b); };
+  const double lowest = -std::numeric_limits<double>::infinity();
+  for (int draw = 0; draw < 5; ++draw) {
+    attn::tensor<T, s3> x(random_extent(), random_extent() * 9);
+    fill_random(x);
+    CAPTURE(x.extents().to_string());
+
+    auto sb = attn::eval(attn::sum<batch>(x));
+    static_assert(std::is_same_v<typename decltype(sb)::shape_type, attn::shape<len, d_small>>);
+    CHECK(relative_error(sb.data(), reduce_reference(x, sb, 0, 0, plus, false)) < tol);
+    auto sl = attn::eval(attn::sum<len>(x));
+    CHECK(relative_error(sl.data(), reduce_reference(x, sl, 1, 0, plus, false)) < tol);
+    auto sd = attn::eval(attn::sum<d_small>(x));
+    CHECK(relative_error(sd.data(), reduce_reference(x, sd, 2, 0, plus, false)) < tol);
+
+    auto mb = attn::eval(attn::max<batch>(x));
+    CHECK(relative_error(mb.data(), reduce_reference(x, mb, 0, lowest, larger, false)) == 0);
+    auto ml = attn::eval(attn::max<len>(x));
+    CHECK(relative_error(ml.data(), reduce_reference(x, ml, 1, lowest, larger, false)) == 0);
+    auto md = attn::eval(attn::max<d_small>(x));
+    CHECK(relative_error(md.data(), reduce_reference(x, md, 2, lowest, larger, false)) == 0);
+
+    auto ab = attn::eval(attn::mean<batch>(x));
+    CHECK(relative_error(ab.data(), reduce_reference(x, ab, 0, 0, plus, true)) < tol);
+    auto al = attn::eval(attn::mean<len>(x));
+    CHECK(relative_error(al.data(), reduce_reference(x, al, 1, 0, plus, true)) < tol);
+    auto ad = attn::eval(attn::mean<d_small>(x));
+    CHECK(relative_error(ad.data(), reduce_reference(x, ad, 2, 0, plus, true)) < tol);
+  }
+}
+
+TEST_CASE("a reduction of an expression, and inside an expression") {
+  attn::tensor<float, s3> x(4, 6);
+  fill_random(x);
+  // Row softmax: the max and the sum are evaluated once each, then broadcast back.
+  auto shifted = x - attn::broadcast_like(attn::max<d_small>(x), x);
+  auto e = attn::exp(shifted);
+  auto softmax = attn::eval(e / attn::broadcast_like(attn::sum<d_small>(e), x));
+  const auto ref = reference(x.extents(), [&](const auto& index) {
+    double m = -1e30, s = 0;
+    for (attn::index_t k = 0; k < 3; ++k) m = std::max(m, (double)x(index[0], index[1], k));
+    for (attn::index_t k = 0; k < 3; ++k) s += std::exp(x(index[0], index[1], k) - m);
+    return std::exp(x(index[0], index[1], index[2]) - m) / s;
+  });
+  CHECK(relative_error(softmax.data(), ref) < 1e-6);
+  auto total = attn::eval(attn::sum<batch>(attn::sum<len>(attn::sum<d_small>(x * 2.0f))));
+  static_assert(std::is_same_v<decltype(total)::shape_type, attn::shape<>>);
+  double expected = 0;
+  for (attn::index_t i = 0; i < x.size(); ++i) expected += 2.0 * x.data()[i];
+  CHECK(total.data()[0] == doctest::Approx(expected).epsilon(1e-5));
+}
+
+TEST_CASE("reducing into one of the operands is safe") {
+  using row = attn::dim<"row">;
+  attn::tensor<float, attn::shape<row, d_small>> x(5);
+  fill_random(x);
+  attn::tensor<float, attn::shape<row>> totals(5);
+  totals = attn::sum<d_small>(x);
+  for (attn::index_t r = 0; r < 5; ++r)
+    CHECK(totals(r) == doctest::Approx(x(r, 0) + x(r, 1) + x(r, 2)));
+}
