@@ -42,8 +42,9 @@ struct unary {
 /// Op applied to matching elements of A and B.
 template <class Op, expression A, expression B>
 struct binary {
+  // From A alone, so that mixed value types reach the readable check in the constructor.
   using value_type =
-      decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename B::value_type>()));
+      decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename A::value_type>()));
   using shape_type = typename A::shape_type;
   using device_type = typename A::device_type;
 

@@ -1,0 +1,22 @@
+// Compile-fail case: Asking a tensor for the size of a dimension it does not have.
+// expect: attn::extents: dimension not in shape
+
+#include <attn/attn.hpp>
+
+using batch = attn::dim<"batch">;
+using tgt = attn::dim<"tgt">;
+using src = attn::dim<"src">;
+using heads = attn::dim<"heads", 8>;
+using d_k = attn::dim<"d_k", 32>;
+using d_model = attn::dim<"d_model", 512>;
+using d_ff = attn::dim<"d_ff", 2048>;
+
+int main() {
+  attn::tensor<float, attn::shape<batch, d_k>> x(2);
+  auto ok = x.extents().extent<batch>();
+  (void)ok;
+#ifdef ATTN_KO
+  auto bad = x.extents().extent<heads>();
+  (void)bad;
+#endif
+}

@@ -1,0 +1,22 @@
+// Compile-fail case: Summing over heads, which the tensor does not have.
+// expect: attn::reduce: the reduced dimension is not in the shape
+
+#include <attn/attn.hpp>
+
+using batch = attn::dim<"batch">;
+using tgt = attn::dim<"tgt">;
+using src = attn::dim<"src">;
+using heads = attn::dim<"heads", 8>;
+using d_k = attn::dim<"d_k", 32>;
+using d_model = attn::dim<"d_model", 512>;
+using d_ff = attn::dim<"d_ff", 2048>;
+
+int main() {
+  attn::tensor<float, attn::shape<batch, src>> x(2, 3);
+  auto ok = attn::sum<src>(x);
+  (void)ok;
+#ifdef ATTN_KO
+  auto bad = attn::sum<heads>(x);
+  (void)bad;
+#endif
+}
