@@ -29,8 +29,13 @@ class tensor_view {
 
   tensor_view(T* data, const attn::extents<S>& extents) : data_(data), extents_(extents) {}
 
-  /// A view of mutable elements is also a view of const ones.
-  operator tensor_view<const value_type, S, Device>() const { return {data_, extents_}; }
+  /// A view of mutable elements is also a view of const ones. A template, so that a const view
+  /// declares no conversion to its own type (nvcc warns about one even when constrained away).
+  template <class U>
+    requires(std::same_as<U, value_type> && !std::is_const_v<T>)
+  operator tensor_view<const U, S, Device>() const {
+    return {data_, extents_};
+  }
 
   T* data() const noexcept { return data_; }
   const attn::extents<S>& extents() const noexcept { return extents_; }

@@ -28,6 +28,23 @@ struct gemm_operand {
   tensor<T, Preferred, cpu> storage;
 };
 
+/// Views, and reshapes (split, merge, rename) of views: contiguous data under a shape.
+template <class E>
+inline constexpr bool is_viewable = is_tensor_view_v<E>;
+template <class To, class A>
+inline constexpr bool is_viewable<expr::reshape<To, A>> = is_viewable<A>;
+
+template <class E>
+  requires is_viewable<E>
+auto as_view(const E& e) {
+  if constexpr (is_tensor_view_v<E>) {
+    return e;
+  } else {
+    return tensor_view<const typename E::value_type, typename E::shape_type, cpu>(
+        as_view(e.a).data(), e.extents());
+  }
+}
+
 template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
   lowering<E> source(e);
@@ -39,10 +56,10 @@ void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
 template <class Preferred, class Transposed, class X>
 auto prepare_operand(const X& x) {
   using T = typename X::value_type;
-  if constexpr (is_tensor_view_v<X> && std::is_same_v<typename X::shape_type, Preferred>) {
-    return gemm_operand<T, shape<>>{x.data(), false, tensor<T, shape<>, cpu>()};
-  } else if constexpr (is_tensor_view_v<X> && std::is_same_v<typename X::shape_type, Transposed>) {
-    return gemm_operand<T, shape<>>{x.data(), true, tensor<T, shape<>, cpu>()};
+  if constexpr (is_viewable<X> && std::is_same_v<typename X::shape_type, Preferred>) {
+    return gemm_operand<T, shape<>>{as_view(x).data(), false, tensor<T, shape<>, cpu>()};
+  } else if constexpr (is_viewable<X> && std::is_same_v<typename X::shape_type, Transposed>) {
+    return gemm_operand<T, shape<>>{as_view(x).data(), true, tensor<T, shape<>, cpu>()};
   } else {
     tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()));
     if constexpr (std::is_same_v<typename X::shape_type, Preferred>) {
