@@ -82,7 +82,8 @@ def main(argv):
     parser.add_argument("source")
     parser.add_argument("--expect", action="append",
                         help="expected diagnostic substring (replaces the file's // expect: lines)")
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--timeout", type=float, default=140.0,
+                        help="seconds per half (the meson test timeout covers both)")
     args = parser.parse_args(own)
     if not command:
         print("check.py: no compiler given after '--'", file=sys.stderr)

@@ -78,7 +78,9 @@ class extents<shape<Ds...>> {
   std::string to_string() const {
     std::string text = "[";
     std::size_t i = 0;
-    ((text += (i ? ", " : ""), text += Ds::name, text += "=" + std::to_string(sizes_[i++])), ...);
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
+    ((text += (i ? ", " : ""), text += Ds::name, text += '=', text += std::to_string(sizes_[i++])),
+     ...);
     return text + "]";
   }
 

@@ -22,7 +22,7 @@ struct shape {
   static std::string to_string() {
     std::string text = "[";
     ((text += (text.size() > 1 ? ", " : ""), text += Ds::name,
-      text += Ds::is_static ? "=" + std::to_string(Ds::extent) : ""),
+      Ds::is_static ? (text += '=', text += std::to_string(Ds::extent)) : text),
      ...);
     return text + "]";
   }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds attn and runs every test suite (unit, compile_fail, consumer, gpu, which
+# SKIPs without a GPU, examples), then the unit tests again under
+# AddressSanitizer and UBSan.
+# Exits non-zero on any failure. Works from any directory.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/deps.sh
+
+heading() { printf '\n=== %s\n' "$*"; }
+
+setup() {  # setup <builddir> [meson options...]: configure, or reconfigure
+  local dir=$1; shift
+  if [[ -d $dir/meson-private ]]; then
+    meson setup --reconfigure "$dir" "$@"
+  else
+    meson setup "$dir" "$@"
+  fi
+}
+
+heading "configure (build/)"
+setup build
+heading "compile (build/)"
+meson compile -C build
+# Every suite: unit, compile_fail, consumer, gpu (SKIP without a GPU), examples
+# and whatever is added later. Benchmarks are not tests (meson test --benchmark).
+heading "test: all suites"
+meson test -C build --print-errorlogs
+
+heading "configure (build-asan/: AddressSanitizer + UBSan)"
+setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dbuildtype=debugoptimized -Dbenchmarks=disabled -Dcuda=disabled
+heading "compile (build-asan/)"
+meson compile -C build-asan
+heading "test: unit under sanitizers"
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+  meson test -C build-asan --suite unit --print-errorlogs
+
+heading "all tests passed"
