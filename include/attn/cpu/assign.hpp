@@ -26,21 +26,36 @@ inline constexpr bool reorders<expr::permute<To, A>> = true;
 template <class D, class A>
 inline constexpr bool reorders<expr::slice<D, A>> = true;
 
-/// True when writing [begin, end) while evaluating e in one pass could change what e reads:
-/// a leaf there is read through a reordering node. Reductions and contractions read their
-/// operands into temporaries before anything is written.
+/// True when some leaf of e overlaps [begin, end), looking inside every node.
 template <class E>
-bool hazard(const E& e, const void* begin, const void* end, bool reordered) {
+bool reads_from(const E& e, const void* begin, const void* end) {
   if constexpr (is_tensor_view_v<E>) {
     const void* first = e.data();
     const void* last = e.data() + e.size();
-    return reordered && first < end && begin < last;
+    return first < end && begin < last;
+  } else {
+    bool found = false;
+    e.for_each_child([&](const auto& child) { found = found || reads_from(child, begin, end); });
+    return found;
+  }
+}
+
+/// True when writing dst while evaluating e in one pass could change what e reads: a leaf
+/// overlapping dst that is read through a reordering node, or from another start (a shifted
+/// window). Reductions and contractions inside e read their operands into temporaries before
+/// anything is written.
+template <class E, class T, class S>
+bool hazard(const E& e, const tensor_view<T, S, cpu>& dst, bool reordered) {
+  if constexpr (is_tensor_view_v<E>) {
+    const void* start = dst.data();
+    return reads_from(e, start, dst.data() + dst.size()) &&
+           (reordered || static_cast<const void*>(e.data()) != start);
   } else if constexpr (is_materialised<E>) {
     return false;
   } else {
     bool found = false;
     e.for_each_child([&](const auto& child) {
-      found = found || hazard(child, begin, end, reordered || reorders<E>);
+      found = found || hazard(child, dst, reordered || reorders<E>);
     });
     return found;
   }
@@ -48,17 +63,15 @@ bool hazard(const E& e, const void* begin, const void* end, bool reordered) {
 
 template <class T, class S, class E>
 void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
-  const void* begin = dst.data();
-  const void* end = dst.data() + dst.size();
   if constexpr (is_materialised<E>) {
     // Straight into dst, unless dst is also an operand.
-    if (!hazard(e, begin, end, true)) {
+    if (!reads_from(e, dst.data(), dst.data() + dst.size())) {
       if constexpr (requires { typename E::contracted_dim; }) contract_into(dst, e);
       else reduce_into(dst, e);
       return;
     }
   }
-  if (hazard(e, begin, end, is_materialised<E>)) {
+  if (hazard(e, dst, false)) {
     tensor<T, S, cpu> temporary(dst.extents());
     lower_into_view(temporary.view(), e);
     lower_into_view(dst, temporary.view());

@@ -1,0 +1,165 @@
+// Contractions on the GPU: one strided-batched cuBLAS GEMM. Operands already laid out as
+// [batch..., rows, k] or [batch..., k, rows] (views, or reshapes of views) are used in place,
+// transposed or not; any other operand is first evaluated into the first layout (the same
+// rule as cpu/contract.hpp).
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <climits>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <attn/expr.hpp>
+
+#include "elementwise.cuh"
+#include "memory.cuh"
+
+namespace attn::cuda_backend {
+
+/// The cuBLAS handle of the calling thread for the current device, created on first use and
+/// bound to attn's stream. Handles are per thread because cuBLAS handles must not be shared
+/// by threads that set different streams, and per device because a handle belongs to the
+/// device that was current when it was made.
+inline cublasHandle_t blas_handle() {
+  struct handles {
+    std::vector<cublasHandle_t> by_device;
+    handles() = default;
+    handles(const handles&) = delete;
+    handles& operator=(const handles&) = delete;
+    ~handles() {
+      for (cublasHandle_t h : by_device)
+        if (h != nullptr) (void)cublasDestroy(h);  // at thread exit: nowhere to report
+    }
+  };
+  thread_local handles cache;
+  int device = 0;
+  ATTN_CUDA_CHECK(cudaGetDevice(&device));
+  const auto at = static_cast<std::size_t>(device);
+  if (at >= cache.by_device.size()) cache.by_device.resize(at + 1, nullptr);
+  cublasHandle_t& handle = cache.by_device[at];
+  if (handle == nullptr) ATTN_CUDA_CHECK(cublasCreate(&handle));
+  ATTN_CUDA_CHECK(cublasSetStream(handle, stream()));
+  return handle;
+}
+
+namespace detail {
+
+/// An operand as a pointer to [batch..., P, Q] elements; `transposed` when stored as
+/// [batch..., Q, P] instead. `storage` owns a temporary when one was needed.
+template <class T>
+struct gemm_operand {
+  const T* data = nullptr;
+  bool transposed = false;
+  scratch_ptr storage;
+};
+
+/// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed. Views
+/// and reshapes of views (heads split from d_model, a renamed length) are used in place.
+template <class Preferred, class Transposed, class X>
+gemm_operand<typename X::value_type> prepare_operand(const X& x) {
+  using T = typename X::value_type;
+  if constexpr (is_viewable<X> && std::is_same_v<typename X::shape_type, Preferred>) {
+    return {as_view(x).data(), false, {}};
+  } else if constexpr (is_viewable<X> && std::is_same_v<typename X::shape_type, Transposed>) {
+    return {as_view(x).data(), true, {}};
+  } else {
+    const auto sizes = gather_extents<Preferred>(x.extents());
+    scratch_ptr storage = allocate_scratch(static_cast<std::size_t>(sizes.size()) * sizeof(T));
+    const tensor_view<T, Preferred, cuda> laid_out(static_cast<T*>(storage.get()), sizes);
+    if constexpr (std::is_same_v<typename X::shape_type, Preferred>) {
+      evaluate_into(laid_out, x);
+    } else {
+      evaluate_into(laid_out, expr::permute<Preferred, X>(x));
+    }
+    return {laid_out.data(), false, std::move(storage)};
+  }
+}
+
+template <class List, class Sizes>
+index_t product_of(const Sizes& sizes) {
+  return [&]<class... Ds>(meta::list<Ds...>) {
+    return (index_t{1} * ... * sizes.template extent<Ds>());
+  }(List{});
+}
+
+inline cublasStatus_t gemm_strided_batched(cublasHandle_t handle, cublasOperation_t op_a,
+                                           cublasOperation_t op_b, int m, int n, int k,
+                                           const float* alpha, const float* a, int lda,
+                                           long long stride_a, const float* b, int ldb,
+                                           long long stride_b, const float* beta, float* c,
+                                           int ldc, long long stride_c, int batches) {
+  return cublasSgemmStridedBatched(handle, op_a, op_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                                   stride_b, beta, c, ldc, stride_c, batches);
+}
+inline cublasStatus_t gemm_strided_batched(cublasHandle_t handle, cublasOperation_t op_a,
+                                           cublasOperation_t op_b, int m, int n, int k,
+                                           const double* alpha, const double* a, int lda,
+                                           long long stride_a, const double* b, int ldb,
+                                           long long stride_b, const double* beta, double* c,
+                                           int ldc, long long stride_c, int batches) {
+  return cublasDgemmStridedBatched(handle, op_a, op_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                                   stride_b, beta, c, ldc, stride_c, batches);
+}
+
+/// cuBLAS takes sizes as int.
+inline int blas_int(index_t value, const char* what) {
+  if (value > INT_MAX)
+    throw std::length_error(std::string("attn::contract: ") + what + " of " +
+                            std::to_string(value) + " exceeds cuBLAS's 32-bit sizes");
+  return static_cast<int>(value);
+}
+
+}  // namespace detail
+
+/// Evaluates `contraction` (an expr::contract) into dst: C[b] (m x n) = A[b] (m x k) B[b]
+/// (k x n) for every batch b, all row-major.
+template <class T, class S, class E>
+void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
+  using V = std::remove_const_t<T>;
+  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double>,
+                "attn::contract: the CUDA backend contracts float or double tensors");
+  using K = typename E::contracted_dim;
+  using batch = typename E::batch_dims;
+  using a_free = typename E::a_free_dims;
+  using b_free = typename E::b_free_dims;
+  using a_rows_k = shape_of_list<meta::concat_t<batch, a_free, meta::list<K>>>;
+  using a_k_rows = shape_of_list<meta::concat_t<batch, meta::list<K>, a_free>>;
+  using b_k_cols = shape_of_list<meta::concat_t<batch, meta::list<K>, b_free>>;
+  using b_cols_k = shape_of_list<meta::concat_t<batch, b_free, meta::list<K>>>;
+
+  const auto& sizes = contraction.extents();
+  const index_t batches = detail::product_of<batch>(sizes);
+  const index_t m = detail::product_of<a_free>(sizes);
+  const index_t n = detail::product_of<b_free>(sizes);
+  const index_t k = contraction.a.extents().template extent<K>();
+  if (batches == 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum; cuBLAS would reject the zero leading dimensions
+    ATTN_CUDA_CHECK(cudaMemsetAsync(dst.data(), 0, static_cast<std::size_t>(dst.size()) * sizeof(V),
+                                    stream()));
+    return;
+  }
+
+  const auto a = detail::prepare_operand<a_rows_k, a_k_rows>(contraction.a);
+  const auto b = detail::prepare_operand<b_k_cols, b_cols_k>(contraction.b);
+
+  // cuBLAS is column-major, and a row-major m x n matrix is a column-major n x m one: so
+  // compute Cᵀ = Bᵀ Aᵀ. Row-major B (k x n) read column-major is already Bᵀ (op N, ld n);
+  // stored transposed (n x k) it is B (op T, ld k). Likewise for A with m.
+  const V one = 1;
+  const V zero = 0;  // with beta 0, cuBLAS does not read C: its old contents may be anything
+  ATTN_CUDA_CHECK(detail::gemm_strided_batched(
+      blas_handle(), b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+      a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, detail::blas_int(n, "free size of b"),
+      detail::blas_int(m, "free size of a"), detail::blas_int(k, "contracted size"), &one, b.data,
+      detail::blas_int(b.transposed ? k : n, "leading dimension of b"), k * n, a.data,
+      detail::blas_int(a.transposed ? m : k, "leading dimension of a"), m * k, &zero, dst.data(),
+      detail::blas_int(n, "leading dimension of c"), m * n,
+      detail::blas_int(batches, "batch count")));
+}
+
+}  // namespace attn::cuda_backend

@@ -1,0 +1,422 @@
+// The generated kernel: an elementwise expression tree becomes one trivially copyable plan and
+// one launch of elementwise_kernel<Plan, T, Index>, whatever the tree's depth (mshadow's MapPlan).
+//
+// Every plan computes its node's element at the node's own row-major linear index i. Nodes that
+// keep the row-major order (unary, binary, select, reshape: split, merge, rename) pass i to
+// their operands unchanged, so leaves read data[i]; broadcast, permute and slice map i to the
+// operand's index. Reductions and contractions are evaluated first into temporaries (their own
+// kernels, or cuBLAS) and read as leaves, as the CPU backend's `materialised` does.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include <attn/expr.hpp>
+
+#include "memory.cuh"
+
+namespace attn::cuda_backend {
+
+// Defined in reduce.cuh, contract.cuh and below; declared here because plans call them and
+// unqualified calls in templates only see what is declared before (no ADL into this namespace).
+template <class T, class S, class E>
+void reduce_into(const tensor_view<T, S, cuda>& dst, const E& reduction);
+template <class T, class S, class E>
+void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction);
+template <class T, class S, class E>
+void evaluate_into(const tensor_view<T, S, cuda>& dst, const E& e);
+
+namespace detail {
+
+/// Nodes that are not fused: reductions and contractions run as kernels of their own.
+template <class E>
+inline constexpr bool is_materialised =
+    requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; };
+
+/// Views, and reshapes (split, merge, rename) of views: contiguous data under a shape, which
+/// GEMMs and reductions read in place (as cpu/contract.hpp does).
+template <class E>
+inline constexpr bool is_viewable = is_tensor_view_v<E>;
+template <class To, class A>
+inline constexpr bool is_viewable<expr::reshape<To, A>> = is_viewable<A>;
+
+/// The view under a viewable expression, with the expression's shape.
+template <class E>
+  requires is_viewable<E>
+auto as_view(const E& e) {
+  if constexpr (is_tensor_view_v<E>) {
+    return e;
+  } else {
+    return tensor_view<const typename E::value_type, typename E::shape_type, cuda>(
+        as_view(e.a).data(), e.extents());
+  }
+}
+
+/// Row-major strides, in elements, of every dimension of S.
+template <class S>
+std::array<index_t, S::rank> row_major_strides(const extents<S>& sizes) {
+  std::array<index_t, S::rank> strides{};
+  index_t stride = 1;
+  for (std::size_t i = S::rank; i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return strides;
+}
+
+/// The product of sizes[first, last): the extent of a run of dimensions.
+template <class S>
+index_t product(const extents<S>& sizes, std::size_t first, std::size_t last) {
+  index_t p = 1;
+  for (std::size_t r = first; r < last; ++r) p *= sizes[r];
+  return p;
+}
+
+/// For each dimension in Ds, its stride in the operand of shape SA, or 0 where SA lacks it
+/// (the operand repeats along it).
+template <class SA, class... Ds>
+std::array<index_t, sizeof...(Ds)> operand_strides(const extents<SA>& operand, meta::list<Ds...>) {
+  const auto strides = row_major_strides(operand);
+  auto one = [&]<class D>(D*) -> index_t {
+    if constexpr (has_dim<SA, D>) return strides[dim_index<SA, D>];
+    else return 0;
+  };
+  return {one(static_cast<Ds*>(nullptr))...};
+}
+
+}  // namespace detail
+
+/// A map from a node's row-major linear index to its operand's: the coordinate along each
+/// dimension times the operand's stride for it. Built on the host with size-1 dimensions
+/// dropped and adjacent dimensions that stay adjacent in the operand merged, so that a
+/// broadcast over [batch, heads, len, len] usually costs one or two divisions, not three.
+template <std::size_t R>
+struct index_map {
+  static constexpr std::size_t capacity = R > 0 ? R : 1;
+  int rank = 0;  // after merging; dimension 0 is the outermost
+  index_t sizes[capacity] = {};
+  index_t strides[capacity] = {};
+
+  /// Dimensions outermost first: their sizes in the node, their strides in the operand.
+  static index_map make(const std::array<index_t, R>& node_sizes,
+                        const std::array<index_t, R>& operand_strides) {
+    index_map m;
+    for (std::size_t r = 0; r < R; ++r) {
+      if (node_sizes[r] == 1) continue;  // its coordinate is always 0
+      if (m.rank > 0 && m.strides[m.rank - 1] == operand_strides[r] * node_sizes[r]) {
+        m.sizes[m.rank - 1] *= node_sizes[r];
+        m.strides[m.rank - 1] = operand_strides[r];
+      } else {
+        m.sizes[m.rank] = node_sizes[r];
+        m.strides[m.rank] = operand_strides[r];
+        ++m.rank;
+      }
+    }
+    return m;
+  }
+
+  template <class I>
+  __device__ I operator()(I i) const {
+    I offset = 0;
+#pragma unroll
+    for (int j = 0; j < static_cast<int>(capacity); ++j) {
+      const int r = rank - 1 - j;
+      if (r > 0) {
+        const I size = static_cast<I>(sizes[r]);
+        offset += (i % size) * static_cast<I>(strides[r]);
+        i /= size;
+      } else if (r == 0) {
+        offset += i * static_cast<I>(strides[0]);  // i < sizes[0]: no modulo needed
+      }
+    }
+    return offset;
+  }
+};
+
+// Plans: the device-side form of the nodes. Each is trivially copyable, so that a whole tree
+// travels to the kernel as one parameter, and names no dimension: a plan's type depends on
+// the tree's structure (operations, value types, ranks) only. That keeps the kernel's name
+// free of class-type template arguments (dimension names), which nvcc cannot print into its
+// host stubs, and lets trees of the same structure over different dimensions share a kernel.
+// `p(i)` is the node's element at its row-major linear index i, I being the kernel's index
+// type (32 or 64 bits).
+
+/// A leaf: dense row-major data, read at the node's own index. Also the form of a reduction
+/// or contraction evaluated into a temporary.
+template <class T>
+struct leaf_plan {
+  using value_type = T;
+  const T* data;
+  template <class I>
+  __device__ T operator()(I i) const { return data[i]; }
+};
+
+template <class T>
+struct constant_plan {
+  using value_type = T;
+  T value;
+  template <class I>
+  __device__ T operator()(I) const { return value; }
+};
+
+// The scalar functors of expr/ops.hpp are stateless: plans call a fresh Op{} rather than store one.
+template <class Op, class A>
+struct unary_plan {
+  using value_type = decltype(Op{}(std::declval<typename A::value_type>()));
+  A a;
+  template <class I>
+  __device__ value_type operator()(I i) const { return Op{}(a(i)); }
+};
+
+template <class Op, class A, class B>
+struct binary_plan {
+  using value_type =
+      decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename B::value_type>()));
+  A a;
+  B b;
+  template <class I>
+  __device__ value_type operator()(I i) const { return Op{}(a(i), b(i)); }
+};
+
+/// Only the chosen branch is evaluated: a masked log or division never runs where masked.
+template <class C, class A, class B>
+struct select_plan {
+  using value_type = typename A::value_type;
+  C condition;
+  A a;
+  B b;
+  template <class I>
+  __device__ value_type operator()(I i) const { return condition(i) ? a(i) : b(i); }
+};
+
+/// Broadcast and permute: the operand read through an index_map.
+template <std::size_t R, class A>
+struct gather_plan {
+  using value_type = typename A::value_type;
+  A a;
+  index_map<R> map;
+  template <class I>
+  __device__ value_type operator()(I i) const { return a(map(i)); }
+};
+
+/// With inner = the product of the sizes after the sliced dimension, the node is
+/// [outer, count * inner] and its operand [outer, extent * inner]: one division finds the
+/// row, and the column shifts by start * inner.
+template <class A>
+struct slice_plan {
+  using value_type = typename A::value_type;
+  A a;
+  index_t block;         // count * inner
+  index_t source_block;  // extent * inner
+  index_t offset;        // start * inner
+  template <class I>
+  __device__ value_type operator()(I i) const {
+    const I row = i / static_cast<I>(block);
+    return a(row * static_cast<I>(source_block) + static_cast<I>(offset) +
+             (i - row * static_cast<I>(block)));
+  }
+};
+
+/// planner<E>::make(e, ws) builds the plan of node E on the host; temporaries that nested
+/// reductions and contractions need are owned by ws. (A class template rather than overloads
+/// so that nodes may nest in any order of declaration.)
+template <class E>
+struct planner {
+  static_assert(sizeof(E) == 0, "attn::cuda: no CUDA lowering for this expression node");
+};
+
+/// The plan type of expression E.
+template <class E>
+using plan_t = decltype(planner<E>::make(std::declval<const E&>(), std::declval<workspace&>()));
+
+template <class T, class S>
+struct planner<tensor_view<T, S, cuda>> {
+  static leaf_plan<std::remove_const_t<T>> make(const tensor_view<T, S, cuda>& view, workspace&) {
+    return {view.data()};
+  }
+};
+
+template <class T, class S>
+struct planner<expr::constant<T, S, cuda>> {
+  static constant_plan<T> make(const expr::constant<T, S, cuda>& c, workspace&) { return {c.value}; }
+};
+
+template <class Op, class A>
+struct planner<expr::unary<Op, A>> {
+  static unary_plan<Op, plan_t<A>> make(const expr::unary<Op, A>& e, workspace& ws) {
+    return {planner<A>::make(e.a, ws)};
+  }
+};
+
+template <class Op, class A, class B>
+struct planner<expr::binary<Op, A, B>> {
+  static binary_plan<Op, plan_t<A>, plan_t<B>> make(const expr::binary<Op, A, B>& e, workspace& ws) {
+    return {planner<A>::make(e.a, ws), planner<B>::make(e.b, ws)};
+  }
+};
+
+template <class C, class A, class B>
+struct planner<expr::select<C, A, B>> {
+  static select_plan<plan_t<C>, plan_t<A>, plan_t<B>> make(const expr::select<C, A, B>& e,
+                                                          workspace& ws) {
+    return {planner<C>::make(e.condition, ws), planner<A>::make(e.a, ws), planner<B>::make(e.b, ws)};
+  }
+};
+
+/// Stride 0 along the dimensions A lacks.
+template <class To, class A>
+struct planner<expr::broadcast<To, A>> {
+  static gather_plan<To::rank, plan_t<A>> make(const expr::broadcast<To, A>& e, workspace& ws) {
+    return {planner<A>::make(e.a, ws),
+            index_map<To::rank>::make(e.extents().sizes(),
+                                      detail::operand_strides(e.a.extents(), typename To::dims{}))};
+  }
+};
+
+/// To's dimensions, with A's strides.
+template <class To, class A>
+struct planner<expr::permute<To, A>> {
+  static gather_plan<To::rank, plan_t<A>> make(const expr::permute<To, A>& e, workspace& ws) {
+    return {planner<A>::make(e.a, ws),
+            index_map<To::rank>::make(e.extents().sizes(),
+                                      detail::operand_strides(e.a.extents(), typename To::dims{}))};
+  }
+};
+
+/// Split, merge and rename keep the row-major order: the linear index is the same, so the
+/// node needs no plan of its own.
+template <class To, class A>
+struct planner<expr::reshape<To, A>> {
+  static plan_t<A> make(const expr::reshape<To, A>& e, workspace& ws) {
+    return planner<A>::make(e.a, ws);
+  }
+};
+
+template <class D, class A>
+struct planner<expr::slice<D, A>> {
+  static slice_plan<plan_t<A>> make(const expr::slice<D, A>& e, workspace& ws) {
+    using S = typename A::shape_type;
+    constexpr std::size_t at = dim_index<S, D>;
+    const index_t inner = detail::product(e.extents(), at + 1, S::rank);
+    return {planner<A>::make(e.a, ws), e.extents()[at] * inner, e.a.extents()[at] * inner,
+            e.start * inner};
+  }
+};
+
+/// Reductions and contractions inside a tree: evaluated into a temporary, then read as a leaf.
+template <class E>
+struct materialised_planner {
+  static leaf_plan<typename E::value_type> make(const E& e, workspace& ws) {
+    const auto result = ws.template make<typename E::value_type>(e.extents());
+    evaluate_into(result, e);
+    return {result.data()};
+  }
+};
+template <class Op, class D, class A>
+struct planner<expr::reduce<Op, D, A>> : materialised_planner<expr::reduce<Op, D, A>> {};
+template <class K, class A, class B>
+struct planner<expr::contract<K, A, B>> : materialised_planner<expr::contract<K, A, B>> {};
+
+/// The plan of an expression; temporaries it needs live in `ws`, which must outlive the
+/// launch (it frees them in stream order, so destroying it right after the launch is fine).
+template <class E>
+plan_t<E> make_plan(const E& e, workspace& ws) {
+  return planner<E>::make(e, ws);
+}
+
+/// The generated kernel: out[i] = plan(i) for every element, in a grid-stride loop.
+template <class Plan, class T, class Index>
+__global__ void __launch_bounds__(256)
+    elementwise_kernel(const Plan plan, T* __restrict__ out, const Index size) {
+  const Index step = static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
+  for (Index i = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + threadIdx.x;
+       i < size; i += step)
+    out[i] = plan(i);
+}
+
+namespace detail {
+
+inline constexpr int elementwise_block = 256;
+
+/// Blocks for n elements: enough for every thread to have one, at most as many as fill the
+/// device once (2048 resident threads per SM); the grid-stride loop does the rest.
+inline unsigned grid_for(index_t n, int block) {
+  const index_t wanted = (n + block - 1) / block;
+  const index_t resident = index_t{multiprocessor_count()} * (2048 / block);
+  return static_cast<unsigned>(std::max<index_t>(1, std::min(wanted, resident)));
+}
+
+/// The largest number of elements any node of the fused tree spans: every index the kernel
+/// computes is below it. Nested reductions and contractions are leaves here.
+template <class E>
+index_t largest_size(const E& e) {
+  index_t n = e.extents().size();
+  if constexpr (!is_tensor_view_v<E> && !is_materialised<E>)
+    e.for_each_child([&](const auto& child) { n = std::max(n, largest_size(child)); });
+  return n;
+}
+
+/// Launches the generated kernel.
+///
+/// Kernel template arguments go through std::type_identity_t: nvcc writes them into its host
+/// stub as spelled, and a spelling through an alias whose qualifier names an expression type
+/// (plan_t<E>, E::op_type) prints the dimensions' names as class-type template arguments,
+/// in a syntax g++ rejects. type_identity<X>::type is printed with X canonical, which names
+/// no dimension. (nvcc 13.0; applies to every kernel of this backend.)
+template <class Index, class Plan, class T>
+void launch_elementwise(const Plan& p, T* out, index_t n) {
+  static_assert(std::is_trivially_copyable_v<Plan>,
+                "attn::cuda: a plan must be trivially copyable to be a kernel parameter");
+  // Kernel parameters may take 32764 bytes since CUDA 12.1 (Volta and later).
+  static_assert(sizeof(Plan) <= 32764,
+                "attn::cuda: the expression is too large for one kernel; evaluate part of it first");
+  elementwise_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index>
+      <<<grid_for(n, elementwise_block), elementwise_block, 0, stream()>>>(p, out,
+                                                                         static_cast<Index>(n));
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+/// One launch with the given index type (exposed so that tests can force 64-bit indices).
+template <class Index, class T, class S, class E>
+void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
+  static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>>,
+                "attn::cuda: the expression's value type differs from the destination's");
+  const index_t n = dst.size();
+  if (n == 0) return;
+  workspace ws;
+  launch_elementwise<Index>(make_plan(e, ws), dst.data(), n);
+}
+
+}  // namespace detail
+
+/// Evaluates an elementwise tree (any depth; nested reductions and contractions first) into
+/// dst with one kernel launch. dst must not overlap what the tree reads at other positions:
+/// executor<cuda>::assign checks that. A bare view is copied with cudaMemcpyAsync instead.
+template <class T, class S, class E>
+void evaluate_elementwise(const tensor_view<T, S, cuda>& dst, const E& e) {
+  if constexpr (is_tensor_view_v<E>) {
+    memory<cuda>::copy(dst.data(), e.data(), static_cast<std::size_t>(dst.size()) * sizeof(T));
+  } else if (detail::largest_size(e) <= std::numeric_limits<std::int32_t>::max()) {
+    // 32-bit division is several times cheaper than 64-bit on the GPU; broadcast, permute
+    // and slice divide once or more per element.
+    detail::evaluate_elementwise_with<std::uint32_t>(dst, e);
+  } else {
+    detail::evaluate_elementwise_with<index_t>(dst, e);
+  }
+}
+
+/// Evaluates any expression into dst, which nothing in it reads: reductions and
+/// contractions straight into dst, everything else with the generated kernel.
+template <class T, class S, class E>
+void evaluate_into(const tensor_view<T, S, cuda>& dst, const E& e) {
+  if constexpr (requires { typename E::contracted_dim; }) contract_into(dst, e);
+  else if constexpr (requires { typename E::reduced_dim; }) reduce_into(dst, e);
+  else evaluate_elementwise(dst, e);
+}
+
+}  // namespace attn::cuda_backend

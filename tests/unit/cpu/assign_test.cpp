@@ -1,0 +1,58 @@
+// Tests of include/attn/cpu/assign.hpp: the destination may also be an operand, read in place,
+// shifted, reordered, or inside a contraction or reduction; the result is as if evaluated
+// into fresh memory.
+#include <doctest/doctest.h>
+
+#include "../reference.hpp"
+
+namespace {
+using namespace attn::test;
+using n = attn::dim<"n">;
+using k = attn::dim<"k">;
+using m = attn::dim<"m">;
+}  // namespace
+
+TEST_CASE("a shifted overlapping window, read elementwise, is not overwritten before it is read") {
+  for (attn::index_t size : {9, 100, 70000}) {
+    CAPTURE(size);
+    attn::tensor<float, attn::shape<n>> x(size);
+    for (attn::index_t i = 0; i < size; ++i) x(i) = static_cast<float>(i);
+    const attn::extents<attn::shape<n>> window(size - 1);
+    attn::tensor_view<float, attn::shape<n>> tail(x.data() + 1, window);
+    attn::tensor_view<const float, attn::shape<n>> head(x.data(), window);
+    tail = head * 1.0f + 0.5f;  // x[i + 1] = x[i] + 0.5
+    for (attn::index_t i = 1; i < size; ++i) REQUIRE(x(i) == static_cast<float>(i - 1) + 0.5f);
+    attn::tensor<float, attn::shape<n>> y(size);
+    for (attn::index_t i = 0; i < size; ++i) y(i) = static_cast<float>(i);
+    attn::tensor_view<float, attn::shape<n>> front(y.data(), window);
+    attn::tensor_view<const float, attn::shape<n>> back(y.data() + 1, window);
+    front = back - 0.5f;  // y[i] = y[i + 1] - 0.5
+    for (attn::index_t i = 0; i + 1 < size; ++i) REQUIRE(y(i) == static_cast<float>(i + 1) - 0.5f);
+  }
+}
+
+TEST_CASE("a product written over one of its operands") {
+  attn::tensor<float, attn::shape<m, k>> a(6, 6);
+  attn::tensor<float, attn::shape<k, n>> b(6, 6);
+  fill_random(a);
+  fill_random(b);
+  const auto ref = reference(attn::extents<attn::shape<m, n>>(6, 6), [&](const auto& i) {
+    double s = 0;
+    for (attn::index_t c = 0; c < 6; ++c) s += (double)a(i[0], c) * b(c, i[1]);
+    return s;
+  });
+  // a's memory, seen as [m, n], receives a · b.
+  attn::tensor_view<float, attn::shape<m, n>> into_a(a.data(), attn::extents<attn::shape<m, n>>(6, 6));
+  into_a = attn::contract<k>(a, b);
+  CHECK(relative_error(a.data(), ref) < 1e-6);
+}
+
+TEST_CASE("a reduction written over its operand's first row") {
+  attn::tensor<double, attn::shape<m, n>> x(4, 5);
+  fill_random(x);
+  std::vector<double> ref;
+  for (attn::index_t j = 0; j < 5; ++j) ref.push_back(x(0, j) + x(1, j) + x(2, j) + x(3, j));
+  attn::tensor_view<double, attn::shape<n>> row0(x.data(), attn::extents<attn::shape<n>>(5));
+  row0 = attn::sum<m>(x);
+  CHECK(relative_error(x.data(), ref) < 1e-14);
+}
