@@ -13,7 +13,9 @@ void reduce_into(const tensor_view<T, S, cpu>& dst, const E& reduction) {
   using Op = typename E::op_type;
   lowering<decltype(reduction.a)> source(reduction.a);
   eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
-  const Eigen::array<Eigen::Index, 1> axis{static_cast<Eigen::Index>(dim_index<source_shape, D>)};
+  // A compile-time axis: Eigen picks its vectorised inner- and outer-dimension reducers only
+  // when it can see which dimension is reduced.
+  const Eigen::IndexList<Eigen::type2index<static_cast<Eigen::Index>(dim_index<source_shape, D>)>> axis;
   if constexpr (std::is_same_v<Op, op::sum>) run_assign(out, source.eigen().sum(axis));
   else if constexpr (std::is_same_v<Op, op::max>) run_assign(out, source.eigen().maximum(axis));
   else if constexpr (std::is_same_v<Op, op::mean>) run_assign(out, source.eigen().mean(axis));
