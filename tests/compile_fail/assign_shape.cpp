@@ -1,15 +1,9 @@
 // Compile-fail case: Assigning a [batch, src] expression to a [batch, tgt] tensor.
 // expect: attn::assign: the expression's shape differs from the destination's
 
-#include <attn/attn.hpp>
+#include <attn/attn.hpp>  // assignment is checked by the executor
 
-using batch = attn::dim<"batch">;
-using tgt = attn::dim<"tgt">;
-using src = attn::dim<"src">;
-using heads = attn::dim<"heads", 8>;
-using d_k = attn::dim<"d_k", 32>;
-using d_model = attn::dim<"d_model", 512>;
-using d_ff = attn::dim<"d_ff", 2048>;
+#include "dims.hpp"
 
 int main() {
   attn::tensor<float, attn::shape<batch, src>> x(2, 3);

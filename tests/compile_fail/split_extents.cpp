@@ -1,17 +1,7 @@
 // Compile-fail case: d_model (512) split into heads (8) x d_k (32): 256 != 512.
 // expect: attn::split: the parts' extents do not multiply to the split dimension's
 
-// The rules live in the expression layer: no backend needed, so the case compiles fast.
-#include <attn/core.hpp>
-#include <attn/expr.hpp>
-
-using batch = attn::dim<"batch">;
-using tgt = attn::dim<"tgt">;
-using src = attn::dim<"src">;
-using heads = attn::dim<"heads", 8>;
-using d_k = attn::dim<"d_k", 32>;
-using d_model = attn::dim<"d_model", 512>;
-using d_ff = attn::dim<"d_ff", 2048>;
+#include "dims.hpp"
 
 int main() {
   using d_k64 = attn::dim<"d_k", 64>;

@@ -102,13 +102,7 @@ template <>
 struct executor<cuda> {
   template <class T, class S, class E>
   static void assign(const tensor_view<T, S, cuda>& dst, const E& e) {
-    static_assert(expression<E>, "attn::assign: the right-hand side is not an expression");
-    static_assert(std::is_same_v<typename E::shape_type, S>,
-                  "attn::assign: the expression's shape differs from the destination's");
-    static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>>,
-                  "attn::assign: value types differ (use attn::cast)");
-    static_assert(std::is_same_v<typename E::device_type, cuda>,
-                  "attn::assign: the expression lives on another device");
+    detail::check_assignment<T, S, cuda, E>();
     check_common_extents("attn::assign", dst.extents(), e.extents());
     cuda_backend::detail::assign(dst, e);
   }

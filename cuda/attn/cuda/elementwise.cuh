@@ -33,29 +33,9 @@ void evaluate_into(const tensor_view<T, S, cuda>& dst, const E& e);
 
 namespace detail {
 
-/// Nodes that are not fused: reductions and contractions run as kernels of their own.
-template <class E>
-inline constexpr bool is_materialised =
-    requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; };
-
-/// Views, and reshapes (split, merge, rename) of views: contiguous data under a shape, which
-/// GEMMs and reductions read in place (as cpu/contract.hpp does).
-template <class E>
-inline constexpr bool is_viewable = is_tensor_view_v<E>;
-template <class To, class A>
-inline constexpr bool is_viewable<expr::reshape<To, A>> = is_viewable<A>;
-
-/// The view under a viewable expression, with the expression's shape.
-template <class E>
-  requires is_viewable<E>
-auto as_view(const E& e) {
-  if constexpr (is_tensor_view_v<E>) {
-    return e;
-  } else {
-    return tensor_view<const typename E::value_type, typename E::shape_type, cuda>(
-        as_view(e.a).data(), e.extents());
-  }
-}
+using attn::detail::as_view;
+using attn::detail::is_materialised;
+using attn::detail::is_viewable;
 
 /// Row-major strides, in elements, of every dimension of S.
 template <class S>

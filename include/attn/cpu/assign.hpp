@@ -12,9 +12,7 @@ namespace attn {
 
 namespace cpu_backend::detail {
 
-template <class E>
-inline constexpr bool is_materialised =
-    requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; };
+using attn::detail::is_materialised;
 
 /// Nodes that read an operand at other positions than the one they write.
 template <class E>
@@ -87,13 +85,7 @@ template <>
 struct executor<cpu> {
   template <class T, class S, class E>
   static void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
-    static_assert(expression<E>, "attn::assign: the right-hand side is not an expression");
-    static_assert(std::is_same_v<typename E::shape_type, S>,
-                  "attn::assign: the expression's shape differs from the destination's");
-    static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>>,
-                  "attn::assign: value types differ (use attn::cast)");
-    static_assert(std::is_same_v<typename E::device_type, cpu>,
-                  "attn::assign: the expression lives on another device");
+    detail::check_assignment<T, S, cpu, E>();
     check_common_extents("attn::assign", dst.extents(), e.extents());
     cpu_backend::detail::assign(dst, e);
   }

@@ -28,22 +28,8 @@ struct gemm_operand {
   tensor<T, Preferred, cpu> storage;
 };
 
-/// Views, and reshapes (split, merge, rename) of views: contiguous data under a shape.
-template <class E>
-inline constexpr bool is_viewable = is_tensor_view_v<E>;
-template <class To, class A>
-inline constexpr bool is_viewable<expr::reshape<To, A>> = is_viewable<A>;
-
-template <class E>
-  requires is_viewable<E>
-auto as_view(const E& e) {
-  if constexpr (is_tensor_view_v<E>) {
-    return e;
-  } else {
-    return tensor_view<const typename E::value_type, typename E::shape_type, cpu>(
-        as_view(e.a).data(), e.extents());
-  }
-}
+using attn::detail::as_view;
+using attn::detail::is_viewable;
 
 template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {

@@ -70,6 +70,25 @@ void for_each_leaf(const E& e, F&& f) {
   }
 }
 
+namespace detail {
+/// Nodes that backends evaluate as engines of their own (GEMMs, reductions), not fused loops.
+template <class E>
+inline constexpr bool is_materialised =
+    requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; };
+
+/// The shape rule of `view = expression`, the same for every device's executor.
+template <class T, class S, class Device, class E>
+constexpr void check_assignment() {
+  static_assert(expression<E>, "attn::assign: the right-hand side is not an expression");
+  static_assert(std::is_same_v<typename E::shape_type, S>,
+                "attn::assign: the expression's shape differs from the destination's");
+  static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>>,
+                "attn::assign: value types differ (use attn::cast)");
+  static_assert(std::is_same_v<typename E::device_type, Device>,
+                "attn::assign: the expression lives on another device");
+}
+}  // namespace detail
+
 /// Evaluates an expression into a new tensor on its device.
 template <expression E>
 auto eval(const E& e) {

@@ -53,6 +53,27 @@ struct reshape {
 
 }  // namespace expr
 
+namespace detail {
+/// Views, and reshapes (split, merge, rename) of views: contiguous data under a shape, which
+/// backends hand to GEMMs and reductions in place.
+template <class E>
+inline constexpr bool is_viewable = is_tensor_view_v<E>;
+template <class To, class A>
+inline constexpr bool is_viewable<expr::reshape<To, A>> = is_viewable<A>;
+
+/// The view under a viewable expression, with the expression's shape.
+template <class E>
+  requires is_viewable<E>
+auto as_view(const E& e) {
+  if constexpr (is_tensor_view_v<E>) {
+    return e;
+  } else {
+    return tensor_view<const typename E::value_type, typename E::shape_type,
+                       typename E::device_type>(as_view(e.a).data(), e.extents());
+  }
+}
+}  // namespace detail
+
 /// Reorders the dimensions: `permute<batch, heads, len, d_k>(x)`.
 template <dimension... Ds, operand A>
 auto permute(A&& a) {
