@@ -16,9 +16,10 @@ void reduce_into(const tensor_view<T, S, cpu>& dst, const E& reduction) {
   // A compile-time axis: Eigen picks its vectorised inner- and outer-dimension reducers only
   // when it can see which dimension is reduced.
   const Eigen::IndexList<Eigen::type2index<static_cast<Eigen::Index>(dim_index<source_shape, D>)>> axis;
-  if constexpr (std::is_same_v<Op, op::sum>) run_assign(out, source.eigen().sum(axis));
-  else if constexpr (std::is_same_v<Op, op::max>) run_assign(out, source.eigen().maximum(axis));
-  else if constexpr (std::is_same_v<Op, op::mean>) run_assign(out, source.eigen().mean(axis));
+  const index_t reads = reduction.a.extents().template extent<D>();
+  if constexpr (std::is_same_v<Op, op::sum>) run_assign(out, source.eigen().sum(axis), reads);
+  else if constexpr (std::is_same_v<Op, op::max>) run_assign(out, source.eigen().maximum(axis), reads);
+  else if constexpr (std::is_same_v<Op, op::mean>) run_assign(out, source.eigen().mean(axis), reads);
   else static_assert(sizeof(Op) == 0, "attn::cpu: no lowering for this reduction");
 }
 
