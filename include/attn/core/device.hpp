@@ -30,13 +30,20 @@ struct memory<cpu> {
 
   /// Zero-filled, aligned storage; never returns null (throws std::bad_alloc).
   static void* allocate(std::size_t bytes) {
-    const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-    void* p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+    void* p = allocate_uninitialized(bytes);
+    std::memset(p, 0, rounded(bytes));
+    return p;
+  }
+  /// Aligned storage with unspecified contents, for results about to be written.
+  static void* allocate_uninitialized(std::size_t bytes) {
+    void* p = std::aligned_alloc(alignment, rounded(bytes));
     if (p == nullptr) throw std::bad_alloc();
-    std::memset(p, 0, rounded);
     return p;
   }
   static void deallocate(void* p) noexcept { std::free(p); }
+  static std::size_t rounded(std::size_t bytes) {
+    return bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+  }
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes != 0) std::memcpy(dst, src, bytes);
   }

@@ -16,6 +16,12 @@ namespace attn {
 template <class T>
 concept element = std::is_arithmetic_v<T>;
 
+/// Tag for a tensor whose elements are about to be overwritten: skips the zero fill.
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
 /// A non-owning, dense, row-major window onto elements of type T with shape S on Device.
 /// Views are the leaves of expressions; assigning an expression to a view writes through it.
 template <class T, shape_type S, device Device = cpu>
@@ -94,6 +100,10 @@ class tensor {
 
   explicit tensor(const attn::extents<S>& extents) : extents_(extents), data_(allocate(extents)) {}
 
+  /// Storage whose contents are unspecified until written (where the device allows it).
+  tensor(const attn::extents<S>& extents, uninitialized_t)
+      : extents_(extents), data_(allocate(extents, /*zeroed=*/false)) {}
+
   /// Static shapes need no sizes.
   tensor()
     requires(S::is_static)
@@ -108,11 +118,11 @@ class tensor {
   template <class E>
     requires(requires { typename E::shape_type; } && std::same_as<typename E::shape_type, S> &&
              !std::same_as<E, tensor>)
-  explicit tensor(const E& expression) : tensor(expression.extents()) {
+  explicit tensor(const E& expression) : tensor(expression.extents(), uninitialized) {
     view() = expression;
   }
 
-  tensor(const tensor& other) : tensor(other.extents_) {
+  tensor(const tensor& other) : tensor(other.extents_, uninitialized) {
     memory<Device>::copy(data(), other.data(), bytes());
   }
   tensor(tensor&&) noexcept = default;
@@ -160,9 +170,12 @@ class tensor {
   struct deleter {
     void operator()(T* p) const noexcept { memory<Device>::deallocate(p); }
   };
-  static T* allocate(const attn::extents<S>& extents) {
-    return static_cast<T*>(
-        memory<Device>::allocate(static_cast<std::size_t>(extents.size()) * sizeof(T)));
+  static T* allocate(const attn::extents<S>& extents, bool zeroed = true) {
+    const auto bytes = static_cast<std::size_t>(extents.size()) * sizeof(T);
+    if constexpr (requires { memory<Device>::allocate_uninitialized(bytes); }) {
+      if (!zeroed) return static_cast<T*>(memory<Device>::allocate_uninitialized(bytes));
+    }
+    return static_cast<T*>(memory<Device>::allocate(bytes));
   }
 
   attn::extents<S> extents_;

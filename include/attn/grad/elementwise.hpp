@@ -1,0 +1,70 @@
+// Differentiable elementwise operations: sums (residual connections), scaling, ReLU, and a
+// sum with an operand repeated along one dimension (positional encodings, biases).
+#pragma once
+
+#include <utility>
+
+#include "../expr/broadcast.hpp"
+#include "../expr/elementwise.hpp"
+#include "../expr/reduce.hpp"
+#include "variable.hpp"
+
+namespace attn::grad {
+
+/// a + b.
+template <class T, class S, class Device>
+variable<T, S, Device> add(tape* t, const variable<T, S, Device>& a, const variable<T, S, Device>& b) {
+  variable<T, S, Device> y(a.value() + b.value(), recording(t, a, b));
+  if (y.requires_grad()) {
+    t->record([a, b, y] {
+      if (!y.has_grad()) return;
+      if (a.requires_grad()) a.accumulate(y.grad());
+      if (b.requires_grad()) b.accumulate(y.grad());
+    });
+  }
+  return y;
+}
+
+/// x · c for a constant c.
+template <class T, class S, class Device>
+variable<T, S, Device> scale(tape* t, const variable<T, S, Device>& x, T c) {
+  variable<T, S, Device> y(x.value() * c, recording(t, x));
+  if (y.requires_grad()) {
+    t->record([x, y, c] {
+      if (y.has_grad()) x.accumulate(y.grad() * c);
+    });
+  }
+  return y;
+}
+
+/// max(x, 0); the gradient passes where the output is positive.
+template <class T, class S, class Device>
+variable<T, S, Device> relu(tape* t, const variable<T, S, Device>& x) {
+  variable<T, S, Device> y(attn::relu(x.value()), recording(t, x));
+  if (y.requires_grad()) {
+    t->record([x, y] {
+      if (y.has_grad()) x.accumulate(where(y.value() > T{0}, y.grad(), T{0}));
+    });
+  }
+  return y;
+}
+
+/// x + p repeated along dimension D of x (p has x's shape without D). The gradient of p sums
+/// over D.
+template <dimension D, class T, class S, class P, class Device>
+variable<T, S, Device> add_broadcast(tape* t, const variable<T, S, Device>& x,
+                                     const variable<T, P, Device>& p) {
+  static_assert(std::is_same_v<P, remove_dim<S, D>>,
+                "attn::grad::add_broadcast: the added operand must have the shape without D");
+  variable<T, S, Device> y(x.value() + broadcast_like(p.value(), x.value()), recording(t, x, p));
+  if (y.requires_grad()) {
+    t->record([x, p, y] {
+      if (!y.has_grad()) return;
+      if (x.requires_grad()) x.accumulate(y.grad());
+      if (p.requires_grad()) p.accumulate(sum<D>(y.grad()));
+    });
+  }
+  return y;
+}
+
+}  // namespace attn::grad

@@ -1,0 +1,60 @@
+// Embedding lookup (paper §3.4): the rows of a [vocab, d_model] table for a batch of token
+// ids, multiplied by a scale (√d_model in the paper).
+#pragma once
+
+#include <cstdint>
+
+#include "../cpu/rows.hpp"
+#include "variable.hpp"
+
+namespace attn::grad {
+
+/// y[b, l, :] = table[ids[b, l], :] · scale. The gradient adds dy's rows back into the rows
+/// of the table they came from.
+template <class T, class Vocab, class Width, class B, class L, class Id>
+variable<T, shape<B, L, Width>> lookup(tape* t, const variable<T, shape<Vocab, Width>>& table,
+                                       const tensor<Id, shape<B, L>>& ids, T scale) {
+  using Y = shape<B, L, Width>;
+  const index_t width = table.extents().template extent<Width>();
+  const index_t rows = table.extents().template extent<Vocab>();
+  tensor<T, Y> out(gather_extents<Y>(ids.extents(), table.extents()), uninitialized);
+  cpu_backend::gather_rows(out.data(), table.value().data(), rows, width, ids.data(), ids.size(), scale);
+  variable<T, Y> y(std::move(out), recording(t, table));
+  if (y.requires_grad()) {
+    t->record([table, y, ids = tensor<Id, shape<B, L>>(ids), scale, width] {
+      if (!y.has_grad()) return;
+      // The table's gradient is dense: zero rows that no token touched.
+      if (!table.has_grad()) table.accumulate(fill(table.extents(), T{0}));
+      auto& grad = table.grad();
+      cpu_backend::scatter_add_rows(grad.data(), width, y.grad().data(), ids.data(), ids.size(), scale);
+    });
+  }
+  return y;
+}
+
+}  // namespace attn::grad
+
+namespace attn::grad {
+
+/// The first `count` rows of a table [Rows, Width], as [L, Width]: learned position
+/// embeddings for a sequence of length count. The gradient goes back into those rows.
+template <class L, class T, class Rows, class Width>
+variable<T, shape<L, Width>> leading_rows(tape* t, const variable<T, shape<Rows, Width>>& table, index_t count) {
+  const index_t rows = table.extents().template extent<Rows>();
+  if (count > rows)
+    throw extent_error("attn::grad::leading_rows", Rows::name,
+                       "has extent " + std::to_string(rows) + ", too small for " + std::to_string(count) + " positions");
+  const extents<shape<L, Width>> sizes = gather_extents<shape<L, Width>>(extents<shape<L>>(count), table.extents());
+  variable<T, shape<L, Width>> y(tensor_view<const T, shape<L, Width>>(table.value().data(), sizes), recording(t, table));
+  if (y.requires_grad()) {
+    t->record([table, y] {
+      if (!y.has_grad()) return;
+      if (!table.has_grad()) table.accumulate(fill(table.extents(), T{0}));
+      const tensor_view<T, shape<L, Width>> head(table.grad().data(), y.extents());
+      head = head + y.grad();
+    });
+  }
+  return y;
+}
+
+}  // namespace attn::grad

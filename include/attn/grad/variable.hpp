@@ -1,0 +1,108 @@
+// Variables: a value that operations read, and the gradient that backward() accumulates for it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "../core/tensor.hpp"
+#include "../expr/expression.hpp"
+#include "tape.hpp"
+
+namespace attn::grad {
+
+/// A tensor in a differentiable computation. Copies share one value and one gradient, so an
+/// operation's backward step, holding a copy, sees what later steps accumulate.
+template <element T, shape_type S, device Device = cpu>
+class variable {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  using device_type = Device;
+  using tensor_type = tensor<T, S, Device>;
+
+  /// Takes the value; gradients flow to it only when `requires_grad`.
+  explicit variable(tensor_type value, bool requires_grad = false)
+      : state_(std::make_shared<state>(std::move(value), requires_grad)) {}
+
+  /// Evaluates an expression into a new value.
+  template <expression E>
+    requires std::same_as<typename E::shape_type, S>
+  explicit variable(const E& value, bool requires_grad = false)
+      : variable(tensor_type(value), requires_grad) {}
+
+  const tensor_type& value() const noexcept { return state_->value; }
+  tensor_type& value() noexcept { return state_->value; }
+  const attn::extents<S>& extents() const noexcept { return state_->value.extents(); }
+  bool requires_grad() const noexcept { return state_->requires_grad; }
+
+  /// Whether a gradient has reached this variable since it was made (or zeroed).
+  bool has_grad() const noexcept { return state_->has_grad; }
+  /// The gradient; copies share it, so a const copy may still write it (as with shared_ptr).
+  tensor_type& grad() const {
+    if (!state_->has_grad) throw std::logic_error("attn::grad: no gradient has reached this variable");
+    return *state_->grad;
+  }
+
+  /// grad += g, for an expression or tensor g of this shape; the first contribution is
+  /// written, not added.
+  template <operand E>
+  void accumulate(const E& expression) const {
+    const auto g = as_operand(expression);
+    state& s = *state_;
+    if (s.has_grad) {
+      s.grad->view() = s.grad->view() + g;
+    } else {
+      if (!s.grad) s.grad.emplace(extents(), uninitialized);
+      s.grad->view() = g;
+      s.has_grad = true;
+    }
+  }
+
+  /// Sets the gradient to zero, keeping its storage: parameters between optimizer steps.
+  void zero_grad() const {
+    state& s = *state_;
+    if (!s.grad) s.grad.emplace(extents());
+    else s.grad->view() = fill(extents(), T{0});
+    s.has_grad = true;
+  }
+
+  /// Forgets the gradient (it will be written afresh by the next backward pass).
+  void clear_grad() const { state_->has_grad = false; }
+
+  /// True when two variables share one value.
+  bool same_as(const variable& other) const noexcept { return state_ == other.state_; }
+
+ private:
+  struct state {
+    state(tensor_type v, bool r) : value(std::move(v)), requires_grad(r) {}
+    tensor_type value;
+    std::optional<tensor_type> grad;
+    bool has_grad = false;
+    bool requires_grad;
+  };
+  std::shared_ptr<state> state_;
+};
+
+template <class T>
+inline constexpr bool is_variable_v = false;
+template <class T, class S, class D>
+inline constexpr bool is_variable_v<variable<T, S, D>> = true;
+
+/// True when the tape should record an operation on these operands: there is a tape and
+/// some operand wants a gradient.
+template <class... V>
+bool recording(const tape* t, const V&... operands) {
+  return t != nullptr && (operands.requires_grad() || ...);
+}
+
+/// Seeds d(loss)/d(loss) = 1 and replays the tape: every variable the loss depends on that
+/// requires a gradient has it accumulated.
+template <class T, class Device>
+void backward(tape& t, const variable<T, shape<>, Device>& loss) {
+  loss.accumulate(fill<T, Device>(loss.extents(), T{1}));
+  t.replay();
+}
+
+}  // namespace attn::grad

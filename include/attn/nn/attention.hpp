@@ -1,0 +1,64 @@
+// Scaled dot-product attention (paper §3.2.1, eq. (1)) and multi-head attention (§3.2.2).
+#pragma once
+
+#include <cmath>
+
+#include "../grad/heads.hpp"
+#include "../grad/product.hpp"
+#include "../grad/softmax.hpp"
+#include "context.hpp"
+#include "dims.hpp"
+#include "linear.hpp"
+
+namespace attn::nn {
+
+/// softmax(Q Kᵀ / √d_k + mask) V for every head: q [B, H, Q, d_k], k [B, H, keys, d_k],
+/// v [B, H, keys, d_v], mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v].
+template <class T, class B, class H, class Q, class DK, class DV>
+grad::variable<T, shape<B, H, Q, DV>> scaled_dot_product_attention(
+    const context& ctx, const grad::variable<T, shape<B, H, Q, DK>>& q, const grad::variable<T, shape<B, H, keys, DK>>& k,
+    const grad::variable<T, shape<B, H, keys, DV>>& v, const tensor<T, shape<B, Q, keys>>& mask) {
+  const T scale = T(1) / std::sqrt(T(q.extents().template extent<DK>()));
+  auto scores = grad::product<DK>(ctx.tape, q, k);                      // [B, H, Q, keys]
+  auto weights = grad::softmax<keys>(ctx.tape, scores, scale, mask);    // rows sum to 1
+  return grad::product<keys>(ctx.tape, weights, v);                     // [B, H, Q, d_v]
+}
+
+/// MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+/// The h projections of a kind are one [d_model, h·d_k] matrix, split into heads after the product.
+template <class T, class C>
+struct multi_head_attention {
+  using d_model = typename C::d_model;
+  using heads = typename C::heads;
+  using d_k = typename C::d_k;
+  using d_v = typename C::d_v;
+
+  linear<T, d_model, typename C::query_width> query;
+  linear<T, d_model, typename C::query_width> key;
+  linear<T, d_model, typename C::value_width> value;
+  linear<T, typename C::value_width, d_model> output;
+
+  explicit multi_head_attention(random_stream& init) : query(init), key(init), value(init), output(init) {}
+
+  /// Queries from x [B, Q, d_model] attend to memory [B, K, d_model] (x itself for
+  /// self-attention) under mask [B, Q, keys].
+  template <class B, class Q, class K>
+  grad::variable<T, shape<B, Q, d_model>> operator()(const context& ctx, const grad::variable<T, shape<B, Q, d_model>>& x,
+                                                     const grad::variable<T, shape<B, K, d_model>>& memory,
+                                                     const tensor<T, shape<B, Q, keys>>& mask) const {
+    auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
+    auto k = grad::split_heads<heads, d_k, keys>(ctx.tape, key(ctx, memory));
+    auto v = grad::split_heads<heads, d_v, keys>(ctx.tape, value(ctx, memory));
+    auto attended = scaled_dot_product_attention(ctx, q, k, v, mask);
+    return output(ctx, grad::merge_heads<typename C::value_width>(ctx.tape, attended));
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    list.add_module("query", query);
+    list.add_module("key", key);
+    list.add_module("value", value);
+    list.add_module("output", output);
+  }
+};
+
+}  // namespace attn::nn

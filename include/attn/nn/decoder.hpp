@@ -1,0 +1,45 @@
+// The decoder (paper §3.1): N identical layers of masked self-attention, encoder-decoder
+// attention and feed-forward.
+#pragma once
+
+#include "encoder.hpp"
+
+namespace attn::nn {
+
+template <class T, class C>
+struct decoder_layer {
+  using d_model = typename C::d_model;
+
+  multi_head_attention<T, C> self_attention, cross_attention;
+  feed_forward<T, C> ffn;
+  residual<T, C> self_block, cross_block, ffn_block;
+
+  explicit decoder_layer(random_stream& init) : self_attention(init), cross_attention(init), ffn(init) {}
+
+  /// y [batch, L, d_model] attends to itself under `causal` [batch, L, keys] and to the encoder
+  /// output memory [batch, M, d_model] under `memory_mask` [batch, L, keys].
+  template <class L, class M>
+  grad::variable<T, shape<batch, L, d_model>> operator()(const context& ctx,
+                                                         const grad::variable<T, shape<batch, L, d_model>>& y,
+                                                         const grad::variable<T, shape<batch, M, d_model>>& memory,
+                                                         const tensor<T, shape<batch, L, keys>>& causal,
+                                                         const tensor<T, shape<batch, L, keys>>& memory_mask) const {
+    auto h = self_block(ctx, y, [&](const auto& in) { return self_attention(ctx, in, in, causal); });
+    h = cross_block(ctx, h, [&](const auto& in) { return cross_attention(ctx, in, memory, memory_mask); });
+    return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    list.add_module("self_attention", self_attention);
+    list.add_module("self_attention_block", self_block);
+    list.add_module("cross_attention", cross_attention);
+    list.add_module("cross_attention_block", cross_block);
+    list.add_module("ffn", ffn);
+    list.add_module("ffn_block", ffn_block);
+  }
+};
+
+template <class T, class C>
+using decoder = stack<T, decoder_layer<T, C>, C>;
+
+}  // namespace attn::nn

@@ -1,0 +1,120 @@
+// Embeddings and positions (paper §3.4, §3.5): token embeddings multiplied by √d_model, the
+// same matrix as the pre-softmax projection, plus sinusoidal or learned position encodings.
+#pragma once
+
+#include <cmath>
+#include <optional>
+
+#include "../grad/elementwise.hpp"
+#include "../grad/embedding.hpp"
+#include "../grad/linear.hpp"
+#include "config.hpp"
+#include "context.hpp"
+#include "dims.hpp"
+#include "init.hpp"
+
+namespace attn::nn {
+
+/// PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)),
+/// for positions 0 … rows − 1 (§3.5).
+template <class T, class D, class Rows = positions>
+tensor<T, shape<Rows, D>> sinusoids(index_t rows) {
+  const index_t width = D::extent;
+  tensor<T, shape<Rows, D>> table(rows);
+  for (index_t pos = 0; pos < rows; ++pos) {
+    for (index_t i = 0; i < width; ++i) {
+      const double angle = double(pos) / std::pow(10000.0, double(i - i % 2) / double(width));
+      table(pos, i) = static_cast<T>(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+  }
+  return table;
+}
+
+/// Token tables and position encodings of both sides of the model.
+template <class T, class C>
+class embeddings {
+ public:
+  using d_model = typename C::d_model;
+  using table_type = grad::parameter<T, shape<vocab, d_model>>;
+  using positions_type = grad::parameter<T, shape<positions, d_model>>;
+  static constexpr index_t learned_rows = C::positions == positional::learned ? C::max_positions : 0;
+
+  embeddings(index_t vocab_size, random_stream& init)
+      : source_(extents<shape<vocab, d_model>>(vocab_size)),
+        target_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
+        output_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
+        sinusoids_(sinusoids<T, d_model>(C::max_positions)),
+        source_positions_(extents<shape<positions, d_model>>(learned_rows)),
+        target_positions_(extents<shape<positions, d_model>>(learned_rows)) {
+    // Deviation d_model^-1/2, so that the embeddings times √d_model have unit scale (tensor2tensor).
+    const double deviation = 1.0 / std::sqrt(double(d_model::extent));
+    normal(source_, deviation, init);
+    if constexpr (!C::tied_embeddings) {
+      normal(target_, deviation, init);
+      normal(output_, deviation, init);
+    }
+    if constexpr (C::positions == positional::learned) {
+      normal(source_positions_, deviation, init);
+      normal(target_positions_, deviation, init);
+    }
+  }
+
+  /// Token embeddings · √d_model + positions, with dropout (§5.4): [batch, L, d_model].
+  template <class L>
+  grad::variable<T, shape<batch, L, d_model>> source(const context& ctx, const tensor<token, shape<batch, L>>& ids) const {
+    return embed(ctx, source_, source_positions_, ids);
+  }
+  template <class L>
+  grad::variable<T, shape<batch, L, d_model>> target(const context& ctx, const tensor<token, shape<batch, L>>& ids) const {
+    return embed(ctx, target_, target_positions_, ids);
+  }
+
+  /// The pre-softmax projection: x · Eᵀ, logits over the vocabulary.
+  template <class L>
+  grad::variable<T, shape<batch, L, vocab>> logits(const context& ctx,
+                                                   const grad::variable<T, shape<batch, L, d_model>>& x) const {
+    return grad::project_rows(ctx.tape, x, output_);
+  }
+
+  index_t vocabulary_size() const { return source_.extents().template extent<vocab>(); }
+
+  void collect(grad::parameter_list<T>& list) {
+    if constexpr (C::tied_embeddings) {
+      list.add("shared", source_);
+    } else {
+      list.add("source", source_);
+      list.add("target", target_);
+      list.add("output", output_);
+    }
+    if constexpr (C::positions == positional::learned) {
+      list.add("source_positions", source_positions_);
+      list.add("target_positions", target_positions_);
+    }
+  }
+
+ private:
+  template <class L>
+  grad::variable<T, shape<batch, L, d_model>> embed(const context& ctx, const table_type& table,
+                                                    const positions_type& learned,
+                                                    const tensor<token, shape<batch, L>>& ids) const {
+    const index_t length = ids.template extent<L>();
+    auto tokens = grad::lookup(ctx.tape, table, ids, T(std::sqrt(double(d_model::extent))));
+    grad::variable<T, shape<L, d_model>> where = [&] {
+      if constexpr (C::positions == positional::learned) {
+        return grad::leading_rows<L>(ctx.tape, learned, length);
+      } else {
+        if (length > sinusoids_.template extent<positions>()) sinusoids_ = sinusoids<T, d_model>(2 * length);
+        return grad::variable<T, shape<L, d_model>>(tensor_view<const T, shape<L, d_model>>(
+            sinusoids_.data(), extents<shape<L, d_model>>(length)));
+      }
+    }();
+    auto x = grad::add_broadcast<batch>(ctx.tape, tokens, where);
+    return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, C::dropout, *ctx.dropout) : x;
+  }
+
+  table_type source_, target_, output_;
+  mutable tensor<T, shape<positions, d_model>> sinusoids_;  // grown when a longer sentence comes
+  positions_type source_positions_, target_positions_;
+};
+
+}  // namespace attn::nn

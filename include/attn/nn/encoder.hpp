@@ -1,0 +1,65 @@
+// The encoder (paper §3.1): N identical layers of self-attention and feed-forward.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attention.hpp"
+#include "feed_forward.hpp"
+#include "residual.hpp"
+
+namespace attn::nn {
+
+template <class T, class C>
+struct encoder_layer {
+  multi_head_attention<T, C> self_attention;
+  feed_forward<T, C> ffn;
+  residual<T, C> attention_block, ffn_block;
+
+  explicit encoder_layer(random_stream& init) : self_attention(init), ffn(init) {}
+
+  /// x [batch, L, d_model]; mask [batch, L, keys] hides padding.
+  template <class L>
+  grad::variable<T, shape<batch, L, typename C::d_model>> operator()(
+      const context& ctx, const grad::variable<T, shape<batch, L, typename C::d_model>>& x,
+      const tensor<T, shape<batch, L, keys>>& mask) const {
+    auto h = attention_block(ctx, x, [&](const auto& in) { return self_attention(ctx, in, in, mask); });
+    return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    list.add_module("self_attention", self_attention);
+    list.add_module("self_attention_block", attention_block);
+    list.add_module("ffn", ffn);
+    list.add_module("ffn_block", ffn_block);
+  }
+};
+
+/// A stack of N layers; pre-norm stacks end with a LayerNorm of their own.
+template <class T, class Layer, class C>
+struct stack {
+  std::vector<Layer> layers;
+  layer_norm<T, typename C::d_model> final_norm{C::layer_norm_epsilon};
+
+  explicit stack(random_stream& init) {
+    layers.reserve(C::layers);
+    for (int i = 0; i < C::layers; ++i) layers.emplace_back(init);
+  }
+
+  template <class S, class... Masks>
+  grad::variable<T, S> operator()(const context& ctx, grad::variable<T, S> x, const Masks&... inputs) const {
+    for (const Layer& layer : layers) x = layer(ctx, x, inputs...);
+    if constexpr (C::norm == norm_placement::pre) x = final_norm(ctx, x);
+    return x;
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    for (std::size_t i = 0; i < layers.size(); ++i) list.add_module("layer." + std::to_string(i), layers[i]);
+    if constexpr (C::norm == norm_placement::pre) list.add_module("final_norm", final_norm);
+  }
+};
+
+template <class T, class C>
+using encoder = stack<T, encoder_layer<T, C>, C>;
+
+}  // namespace attn::nn

@@ -1,0 +1,32 @@
+// The position-wise feed-forward network (paper §3.3, eq. (2)): FFN(x) = max(0, x W1 + b1) W2 + b2.
+#pragma once
+
+#include "../grad/elementwise.hpp"
+#include "context.hpp"
+#include "linear.hpp"
+
+namespace attn::nn {
+
+template <class T, class C>
+struct feed_forward {
+  using d_model = typename C::d_model;
+  using d_ff = typename C::d_ff;
+
+  linear<T, d_model, d_ff> inner;
+  linear<T, d_ff, d_model> outer;
+
+  explicit feed_forward(random_stream& init) : inner(init), outer(init) {}
+
+  template <class B, class L>
+  grad::variable<T, shape<B, L, d_model>> operator()(const context& ctx,
+                                                     const grad::variable<T, shape<B, L, d_model>>& x) const {
+    return outer(ctx, grad::relu(ctx.tape, inner(ctx, x)));
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    list.add_module("inner", inner);
+    list.add_module("outer", outer);
+  }
+};
+
+}  // namespace attn::nn

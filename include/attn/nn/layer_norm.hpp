@@ -1,0 +1,30 @@
+// Layer normalisation with a learned gain (1 at first) and bias (0 at first).
+#pragma once
+
+#include "../grad/layer_norm.hpp"
+#include "../grad/parameter.hpp"
+#include "context.hpp"
+#include "init.hpp"
+
+namespace attn::nn {
+
+template <class T, class D>
+struct layer_norm {
+  grad::parameter<T, shape<D>> gain;
+  grad::parameter<T, shape<D>> bias;
+  T epsilon;
+
+  explicit layer_norm(double epsilon_ = 1e-6) : epsilon(T(epsilon_)) { constant(gain, T{1}); }
+
+  template <class B, class L>
+  grad::variable<T, shape<B, L, D>> operator()(const context& ctx, const grad::variable<T, shape<B, L, D>>& x) const {
+    return grad::layer_norm(ctx.tape, x, gain, bias, epsilon);
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    list.add("gain", gain);
+    list.add("bias", bias);
+  }
+};
+
+}  // namespace attn::nn

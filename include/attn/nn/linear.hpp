@@ -1,0 +1,29 @@
+// A learned affine map x·W + b over the last dimension.
+#pragma once
+
+#include "../grad/linear.hpp"
+#include "../grad/parameter.hpp"
+#include "context.hpp"
+#include "init.hpp"
+
+namespace attn::nn {
+
+template <class T, class In, class Out>
+struct linear {
+  grad::parameter<T, shape<In, Out>> weight;
+  grad::parameter<T, shape<Out>> bias;
+
+  explicit linear(random_stream& init) { xavier_uniform(weight, In::extent, Out::extent, init); }
+
+  template <class B, class L>
+  grad::variable<T, shape<B, L, Out>> operator()(const context& ctx, const grad::variable<T, shape<B, L, In>>& x) const {
+    return grad::linear(ctx.tape, x, weight, bias);
+  }
+
+  void collect(grad::parameter_list<T>& list) {
+    list.add("weight", weight);
+    list.add("bias", bias);
+  }
+};
+
+}  // namespace attn::nn

@@ -1,0 +1,35 @@
+// Residual connection around a sub-layer, with dropout and layer normalisation (paper §3.1,
+// §5.4): LayerNorm(x + Dropout(Sublayer(x))) after the paper, or, pre-norm,
+// x + Dropout(Sublayer(LayerNorm(x))).
+#pragma once
+
+#include "../grad/dropout.hpp"
+#include "../grad/elementwise.hpp"
+#include "context.hpp"
+#include "layer_norm.hpp"
+
+namespace attn::nn {
+
+/// Dropout with probability p when the context carries a random stream (training).
+template <class T, class S>
+grad::variable<T, S> dropout(const context& ctx, const grad::variable<T, S>& x, double p) {
+  return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, p, *ctx.dropout) : x;
+}
+
+template <class T, class C>
+struct residual {
+  layer_norm<T, typename C::d_model> norm{C::layer_norm_epsilon};
+
+  template <class S, class Sublayer>
+  grad::variable<T, S> operator()(const context& ctx, const grad::variable<T, S>& x, Sublayer&& sublayer) const {
+    if constexpr (C::norm == norm_placement::post) {
+      return norm(ctx, grad::add(ctx.tape, x, dropout(ctx, sublayer(x), C::dropout)));
+    } else {
+      return grad::add(ctx.tape, x, dropout(ctx, sublayer(norm(ctx, x)), C::dropout));
+    }
+  }
+
+  void collect(grad::parameter_list<T>& list) { list.add_module("norm", norm); }
+};
+
+}  // namespace attn::nn

@@ -1,0 +1,77 @@
+// The Transformer (paper §3, Figure 1): embeddings, encoder, decoder and the pre-softmax
+// projection, producing next-token logits for every target position.
+#pragma once
+
+#include <cstdint>
+
+#include "config.hpp"
+#include "decoder.hpp"
+#include "embedding.hpp"
+#include "encoder.hpp"
+#include "masks.hpp"
+
+namespace attn::nn {
+
+/// An encoder-decoder Transformer of configuration C (base, big, a Table 3 row, or your own)
+/// with values of type T, over a vocabulary of a size chosen at run time.
+template <class T, class C>
+class transformer {
+ public:
+  using config = C;
+  using d_model = typename C::d_model;
+
+  /// Parameters drawn from `seed`; token `pad` is padding in every batch.
+  explicit transformer(index_t vocab_size, std::uint64_t seed = 1, token pad = 0)
+      : transformer(vocab_size, random_stream(seed), pad) {}
+
+  /// The encoder's output for source ids [batch, L]: [batch, L, d_model].
+  template <class L>
+  grad::variable<T, shape<batch, L, d_model>> encode(const context& ctx, const tensor<token, shape<batch, L>>& source) const {
+    const auto mask = padding_mask<T, L>(source, source.template extent<L>(), pad_);
+    return encoder_(ctx, embeddings_.source(ctx, source), mask);
+  }
+
+  /// The decoder's output [batch, L, d_model] for target ids [batch, L] (shifted right: the
+  /// first is the start symbol), given the encoder's output for `source`.
+  template <class L, class M>
+  grad::variable<T, shape<batch, L, d_model>> decode(const context& ctx,
+                                                     const grad::variable<T, shape<batch, M, d_model>>& memory,
+                                                     const tensor<token, shape<batch, M>>& source,
+                                                     const tensor<token, shape<batch, L>>& target) const {
+    const auto causal = causal_mask<T, L>(target, pad_);
+    const auto memory_mask = padding_mask<T, L>(source, target.template extent<L>(), pad_);
+    return decoder_(ctx, embeddings_.target(ctx, target), memory, causal, memory_mask);
+  }
+
+  /// Logits [batch, tgt, vocab] of the next token at every target position (teacher forcing).
+  grad::variable<T, shape<batch, tgt, vocab>> operator()(const context& ctx, const tensor<token, shape<batch, src>>& source,
+                                                         const tensor<token, shape<batch, tgt>>& target) const {
+    return embeddings_.logits(ctx, decode(ctx, encode(ctx, source), source, target));
+  }
+
+  /// Every parameter, with dotted names ("decoder.layer.0.cross_attention.query.weight").
+  grad::parameter_list<T> parameters() {
+    grad::parameter_list<T> list;
+    collect(list);
+    return list;
+  }
+  void collect(grad::parameter_list<T>& list) {
+    list.add_module("embeddings", embeddings_);
+    list.add_module("encoder", encoder_);
+    list.add_module("decoder", decoder_);
+  }
+
+  index_t vocabulary_size() const { return embeddings_.vocabulary_size(); }
+  token pad() const { return pad_; }
+
+ private:
+  transformer(index_t vocab_size, random_stream init, token pad)
+      : embeddings_(vocab_size, init), encoder_(init), decoder_(init), pad_(pad) {}
+
+  embeddings<T, C> embeddings_;
+  encoder<T, C> encoder_;
+  decoder<T, C> decoder_;
+  token pad_;
+};
+
+}  // namespace attn::nn
