@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 namespace attn {
 
@@ -23,6 +25,70 @@ concept device = std::same_as<D, cpu> || std::same_as<D, cuda>;
 template <class Device>
 struct memory;
 
+namespace detail {
+/// Freed host blocks of 64 KiB and more, kept by size class for the next allocation of that
+/// class: a training step allocates the same activation sizes every time, and returning them
+/// to the system (glibc maps blocks over 32 MiB afresh) costs page faults and zeroing.
+class host_block_cache {
+ public:
+  static constexpr std::size_t smallest = std::size_t{64} << 10;
+  static constexpr std::size_t limit = std::size_t{2} << 30;  // bytes kept at most
+
+  /// Never destroyed, so tensors with static storage may outlive every other static.
+  static host_block_cache& instance() {
+    static host_block_cache* cache = new host_block_cache;
+    return *cache;
+  }
+
+  /// Size classes 2^k · {4, 5, 6, 7} / 4: at most 25% over the request, and few classes.
+  static std::size_t size_class(std::size_t bytes) {
+    if (bytes < smallest) return bytes;
+    std::size_t power = smallest;
+    while (power * 2 <= bytes) power *= 2;
+    const std::size_t quarter = power / 4;
+    return (bytes + quarter - 1) / quarter * quarter;
+  }
+
+  void* take(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = free_.find(bytes);
+    if (found == free_.end()) return nullptr;
+    void* p = found->second;
+    free_.erase(found);
+    cached_ -= bytes;
+    return p;
+  }
+
+  /// Keeps the block unless the cache is full; false means the caller frees it.
+  bool give(void* p, std::size_t bytes) {
+    if (bytes < smallest) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_ + bytes > limit) return false;
+    free_.emplace(bytes, p);
+    cached_ += bytes;
+    return true;
+  }
+
+  /// Frees every kept block.
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [bytes, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+  std::size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_multimap<std::size_t, void*> free_;
+  std::size_t cached_ = 0;
+};
+}  // namespace detail
+
 template <>
 struct memory<cpu> {
   /// Cache-line alignment: Eigen's widest packets and OpenBLAS both prefer it.
@@ -31,21 +97,37 @@ struct memory<cpu> {
   /// Zero-filled, aligned storage; never returns null (throws std::bad_alloc).
   static void* allocate(std::size_t bytes) {
     void* p = allocate_uninitialized(bytes);
-    std::memset(p, 0, rounded(bytes));
+    std::memset(p, 0, bytes);
     return p;
   }
-  /// Aligned storage with unspecified contents, for results about to be written.
+
+  /// Aligned storage with unspecified contents, for results about to be written. Its size
+  /// class sits in a header one alignment unit before the returned address.
   static void* allocate_uninitialized(std::size_t bytes) {
-    void* p = std::aligned_alloc(alignment, rounded(bytes));
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
+    const std::size_t total = detail::host_block_cache::size_class(rounded(bytes) + alignment);
+    void* block = detail::host_block_cache::instance().take(total);
+    if (block == nullptr) block = std::aligned_alloc(alignment, total);
+    if (block == nullptr) throw std::bad_alloc();
+    *static_cast<std::size_t*>(block) = total;
+    return static_cast<char*>(block) + alignment;
   }
-  static void deallocate(void* p) noexcept { std::free(p); }
-  static std::size_t rounded(std::size_t bytes) {
-    return bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+
+  static void deallocate(void* p) noexcept {
+    if (p == nullptr) return;
+    void* block = static_cast<char*>(p) - alignment;
+    const std::size_t total = *static_cast<std::size_t*>(block);
+    if (!detail::host_block_cache::instance().give(block, total)) std::free(block);
   }
+
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes != 0) std::memcpy(dst, src, bytes);
+  }
+
+  /// Returns the blocks kept for reuse to the system.
+  static void release_cached() { detail::host_block_cache::instance().release(); }
+
+  static std::size_t rounded(std::size_t bytes) {
+    return bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
   }
 };
 

@@ -60,6 +60,17 @@ class variable {
     }
   }
 
+  /// grad += g for a tensor that is no longer needed: taken as the gradient when it is the first.
+  void accumulate(tensor_type&& g) const {
+    state& s = *state_;
+    if (s.has_grad) {
+      s.grad->view() = s.grad->view() + g.view();
+    } else {
+      s.grad.emplace(std::move(g));
+      s.has_grad = true;
+    }
+  }
+
   /// Sets the gradient to zero, keeping its storage: parameters between optimizer steps.
   void zero_grad() const {
     state& s = *state_;

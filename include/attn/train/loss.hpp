@@ -31,9 +31,12 @@ loss_result<T> cross_entropy(grad::tape* t, const grad::variable<T, shape<B, L, 
   const auto& x = logits.value();
   check_common_extents("attn::train::cross_entropy", x.extents(), targets.extents());
   const index_t classes = x.template extent<V>();
-  // log Σ exp over the classes, stable: max + log Σ exp(x − max).
+  // log Σ exp over the classes, stable: max + log Σ exp(x − max). The exponentials are kept:
+  // divided by their sum they are the softmax the gradient needs.
   const auto row_max = eval(max<V>(x));
-  auto log_sum = eval(log(sum<V>(exp(x - broadcast_like(row_max, x)))) + row_max);
+  tensor<T, shape<B, L, V>> exps(exp(x - broadcast_like(row_max, x)));
+  auto row_sum = eval(sum<V>(exps));
+  const auto log_sum = eval(log(row_sum) + row_max);
   const auto row_total = eval(sum<V>(x));
 
   loss_result<T> result{grad::variable<T, shape<>>(tensor<T, shape<>>(), grad::recording(t, logits))};
@@ -59,18 +62,19 @@ loss_result<T> cross_entropy(grad::tape* t, const grad::variable<T, shape<B, L, 
   result.loss.value().data()[0] = result.tokens > 0 ? T(result.smoothed / double(result.tokens)) : T{0};
 
   if (result.loss.requires_grad()) {
-    t->record([logits, loss = result.loss, weight = std::move(weight), log_sum = std::move(log_sum),
-               targets = tensor<Id, shape<B, L>>(targets), smoothing, classes, tokens = result.tokens] {
+    t->record([logits, loss = result.loss, weight = std::move(weight), exps = std::move(exps),
+               row_sum = std::move(row_sum), targets = tensor<Id, shape<B, L>>(targets), smoothing, classes,
+               tokens = result.tokens]() mutable {
       if (!loss.has_grad() || tokens == 0) return;
-      // d/dx = (softmax(x) − q) · weight · dloss / tokens
+      // d/dx = (softmax(x) − q) · weight · dloss / tokens, written over the kept exponentials.
       const T scale = loss.grad().data()[0] / T(tokens);
-      const auto& x = logits.value();
-      auto row_scale = eval(weight * scale);
-      tensor<T, shape<B, L, V>> dx(
-          (exp(x - broadcast_like(log_sum, x)) - T(smoothing / double(classes))) * broadcast_like(row_scale, x));
+      const auto row_scale = eval(weight * scale);
+      const auto inverse_sum = eval(row_scale / row_sum);
+      auto& dx = exps;
+      dx = dx * broadcast_like(inverse_sum, dx) - broadcast_like(row_scale, dx) * T(smoothing / double(classes));
       for (index_t r = 0; r < targets.size(); ++r)
         if (weight.data()[r] != T{0}) dx.data()[r * classes + targets.data()[r]] -= T(1.0 - smoothing) * row_scale.data()[r];
-      logits.accumulate(dx);
+      logits.accumulate(std::move(dx));
     });
   }
   return result;

@@ -1,0 +1,128 @@
+// bench-step: time of one training step (forward, label-smoothed loss, backward, Adam) of a
+// Transformer configuration on random token batches; one JSON line per configuration.
+// bench/step_vs_torch.py runs it beside PyTorch's nn.Transformer in the same configuration.
+#include <attn/attn.hpp>
+#include <attn/nn.hpp>
+#include <attn/train/adam.hpp>
+#include <attn/train/loss.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace attn;
+
+struct options {
+  std::string config = "tiny";
+  long batch = 32, src_len = 32, tgt_len = 32, vocab = 8000, steps = 10, warmup = 2;
+};
+
+[[noreturn]] void usage(int status) {
+  std::fprintf(status == 0 ? stdout : stderr,
+               "usage: bench-step [--config tiny|small|base] [--batch N] [--src-len N] [--tgt-len N]\n"
+               "                  [--vocab N] [--steps N] [--warmup N]\n"
+               "\n"
+               "Times training steps (forward, label-smoothed cross-entropy, backward, Adam) of the\n"
+               "configuration on random token batches and prints one JSON line:\n"
+               "  {\"config\": ..., \"ms_per_step\": median, \"tokens_per_s\": target tokens / s, ...}\n"
+               "Threads: OMP_NUM_THREADS. Defaults: tiny, batch 32, lengths 32, vocabulary 8000,\n"
+               "10 timed steps after 2 untimed.\n");
+  std::exit(status);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") usage(0);
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench-step: %s needs a value (see --help)\n", argv[i]);
+      std::exit(2);
+    }
+    const char* value = argv[++i];
+    if (arg == "--config") {
+      o.config = value;
+      continue;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0' || n <= 0) {
+      std::fprintf(stderr, "bench-step: %s expects a positive integer, got '%s'\n", arg.c_str(), value);
+      std::exit(2);
+    }
+    if (arg == "--batch") o.batch = n;
+    else if (arg == "--src-len") o.src_len = n;
+    else if (arg == "--tgt-len") o.tgt_len = n;
+    else if (arg == "--vocab") o.vocab = n;
+    else if (arg == "--steps") o.steps = n;
+    else if (arg == "--warmup") o.warmup = n;
+    else {
+      std::fprintf(stderr, "bench-step: unknown option '%s' (see --help)\n", arg.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+template <class L>
+tensor<nn::token, shape<nn::batch, L>> random_tokens(long batch, long length, long vocab, random_stream& stream) {
+  tensor<nn::token, shape<nn::batch, L>> ids(batch, length);
+  const auto start = stream.take(std::uint64_t(ids.size()));
+  // Ids 1 … vocab − 1: no padding, so every position counts.
+  for (index_t i = 0; i < ids.size(); ++i)
+    ids.data()[i] = nn::token(1 + long(stream.uniform(start + std::uint64_t(i)) * double(vocab - 1)));
+  return ids;
+}
+
+template <class C>
+void run(const options& o) {
+  nn::transformer<float, C> model(o.vocab, 1);
+  auto parameters = model.parameters();
+  train::adam<float> adam(parameters);
+  random_stream data(2), dropout(3);
+  const auto source = random_tokens<nn::src>(o.batch, o.src_len, o.vocab, data);
+  const auto input = random_tokens<nn::tgt>(o.batch, o.tgt_len, o.vocab, data);
+  const auto output = random_tokens<nn::tgt>(o.batch, o.tgt_len, o.vocab, data);
+  grad::tape tape;
+  std::vector<double> times;
+  double loss = 0;
+  for (long step = 0; step < o.warmup + o.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    parameters.zero_grad();
+    const auto logits = model(nn::context{&tape, &dropout}, source, input);
+    const auto result = train::cross_entropy(&tape, logits, output, C::label_smoothing, nn::token{0});
+    grad::backward(tape, result.loss);
+    adam.step(1e-4);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step >= o.warmup) times.push_back(seconds);
+    loss = result.loss.value().data()[0];
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  std::printf(
+      "{\"impl\": \"attn\", \"config\": \"%s\", \"batch\": %ld, \"src_len\": %ld, \"tgt_len\": %ld, \"vocab\": %ld, "
+      "\"threads\": %d, \"parameters\": %ld, \"ms_per_step\": %.3f, \"ms_min\": %.3f, \"tokens_per_s\": %.1f, "
+      "\"last_loss\": %.4f}\n",
+      o.config.c_str(), o.batch, o.src_len, o.tgt_len, o.vocab, cpu_backend::max_threads(), long(parameters.count()),
+      median * 1e3, times.front() * 1e3, double(o.batch * o.tgt_len) / median, loss);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  if (o.config == "tiny") run<nn::tiny>(o);
+  else if (o.config == "small") run<nn::small>(o);
+  else if (o.config == "base") run<nn::base>(o);
+  else {
+    std::fprintf(stderr, "bench-step: unknown configuration '%s' (tiny, small or base)\n", o.config.c_str());
+    return 2;
+  }
+}
