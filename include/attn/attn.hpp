@@ -6,3 +6,6 @@
 #include "core.hpp"
 #include "expr.hpp"
 #include "cpu.hpp"
+#include "grad.hpp"
+#include "nn.hpp"
+#include "train.hpp"

@@ -7,5 +7,6 @@
 #include "core/error.hpp"
 #include "core/extents.hpp"
 #include "core/meta.hpp"
+#include "core/random.hpp"
 #include "core/shape.hpp"
 #include "core/tensor.hpp"

@@ -55,7 +55,7 @@ template <dimension D, class T, class S, class P, class Device>
 variable<T, S, Device> add_broadcast(tape* t, const variable<T, S, Device>& x,
                                      const variable<T, P, Device>& p) {
   static_assert(std::is_same_v<P, remove_dim<S, D>>,
-                "attn::grad::add_broadcast: the added operand must have the shape without D");
+                "attn::grad::add_broadcast: the added operand must have the shape of x without the repeated dimension");
   variable<T, S, Device> y(x.value() + broadcast_like(p.value(), x.value()), recording(t, x, p));
   if (y.requires_grad()) {
     t->record([x, p, y] {
