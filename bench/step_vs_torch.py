@@ -9,7 +9,7 @@ and the faster is kept. Prints a table and, with --json FILE, writes every measu
 
 Usage: bench/step_vs_torch.py [--build build] [--configs tiny,small,base] [--threads 2]
                               [--batch 32] [--len 32] [--vocab 8000] [--steps 10]
-Needs the system python3 with Debian's python3-torch, and build/bench/bench-step.
+Needs the system python3 with Debian's python3-torch; builds build/bench/bench-step with Meson.
 """
 import argparse
 import json
@@ -111,6 +111,11 @@ def main():
     p.add_argument("--json", help="write every measurement to this file")
     args = p.parse_args()
 
+    if subprocess.run([args.python, "-c", "import torch"], capture_output=True).returncode != 0:
+        sys.exit(f"step_vs_torch: {args.python} cannot import torch; install Debian's python3-torch "
+                 "(apt-get install python3-torch) or pass --python")
+    # bench-step is not built by default: build (or bring up to date) the one to time.
+    subprocess.run(["meson", "compile", "-C", args.build, "bench-step"], check=True, stdout=subprocess.DEVNULL)
     base_env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     rows = []
     for config in args.configs.split(","):

@@ -29,6 +29,14 @@ grad::variable<T, shape<>> weighted_sum(grad::tape* t, const grad::variable<T, S
   return loss;
 }
 
+/// A variable with random values in [−1, 1] that wants a gradient: an input under check.
+template <class S, class... Sizes>
+grad::variable<double, S> random_input(Sizes... sizes) {
+  tensor<double, S> t(sizes...);
+  fill_random(t);
+  return grad::variable<double, S>(std::move(t), true);
+}
+
 /// A random tensor shaped like v, for weighted_sum.
 template <class T, class S>
 tensor<T, S> random_like(const grad::variable<T, S>& v) {

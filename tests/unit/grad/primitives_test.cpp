@@ -11,6 +11,7 @@ namespace {
 
 using namespace attn;
 using test::check_gradients;
+using test::random_input;
 using test::target;
 
 using B = dim<"batch">;
@@ -21,13 +22,6 @@ using F = dim<"f", 5>;
 using H = dim<"heads", 2>;
 using DH = dim<"d_head", 3>;
 using V = dim<"vocab">;
-
-template <class S, class... Sizes>
-grad::variable<double, S> random_input(Sizes... sizes) {
-  tensor<double, S> t(sizes...);
-  test::fill_random(t);
-  return grad::variable<double, S>(std::move(t), true);
-}
 
 template <class S>
 grad::parameter<double, S> random_parameter(const extents<S>& sizes = {}) {

@@ -15,13 +15,7 @@ using nn::src;
 using nn::tgt;
 using test::micro;
 using d_model = micro::d_model;
-
-template <class S, class... Sizes>
-grad::variable<double, S> random_input(Sizes... sizes) {
-  tensor<double, S> t(sizes...);
-  test::fill_random(t);
-  return grad::variable<double, S>(std::move(t), true);
-}
+using test::random_input;
 
 template <class Module>
 std::vector<test::gradient_target> parameter_targets(Module& m, grad::parameter_list<double>& list) {
