@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../core/random.hpp"
+#include "../grad/dropout.hpp"
 #include "../grad/tape.hpp"
 
 namespace attn::nn {
@@ -14,5 +15,11 @@ struct context {
 
 /// Inference: no tape, no dropout; activations are freed as soon as they are used.
 inline context inference() { return {}; }
+
+/// Dropout with probability p when the context carries a random stream (training).
+template <class T, class S>
+grad::variable<T, S> dropout(const context& ctx, const grad::variable<T, S>& x, double p) {
+  return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, p, *ctx.dropout) : x;
+}
 
 }  // namespace attn::nn

@@ -108,8 +108,7 @@ class embeddings {
             sinusoids_.data(), extents<shape<L, d_model>>(length)));
       }
     }();
-    auto x = grad::add_broadcast<batch>(ctx.tape, tokens, where);
-    return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, C::dropout, *ctx.dropout) : x;
+    return dropout(ctx, grad::add_broadcast<batch>(ctx.tape, tokens, where), C::dropout);
   }
 
   table_type source_, target_, output_;

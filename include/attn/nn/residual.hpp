@@ -3,18 +3,11 @@
 // x + Dropout(Sublayer(LayerNorm(x))).
 #pragma once
 
-#include "../grad/dropout.hpp"
 #include "../grad/elementwise.hpp"
 #include "context.hpp"
 #include "layer_norm.hpp"
 
 namespace attn::nn {
-
-/// Dropout with probability p when the context carries a random stream (training).
-template <class T, class S>
-grad::variable<T, S> dropout(const context& ctx, const grad::variable<T, S>& x, double p) {
-  return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, p, *ctx.dropout) : x;
-}
 
 template <class T, class C>
 struct residual {
