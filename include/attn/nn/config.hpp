@@ -41,6 +41,22 @@ struct config : Widths {
   static constexpr double layer_norm_epsilon = 1e-6;
 };
 
+/// What a model may take at run time instead of from its configuration type: N, P_drop and
+/// the kind of positions (Table 3, rows C, D and E). Shapes stay compile-time; these do not
+/// change any, so a trainer compiled for one set of widths covers those rows without
+/// another instantiation.
+struct hyperparameters {
+  int layers = 6;
+  double dropout = 0.1;
+  positional positions = positional::sinusoidal;
+};
+
+/// The run-time hyperparameters that configuration C names.
+template <class C>
+constexpr hyperparameters defaults() {
+  return {C::layers, C::dropout, C::positions};
+}
+
 /// The base model (Table 3, first row).
 struct base : config<widths<512, 2048, 8, 64, 64>> {};
 
@@ -83,7 +99,7 @@ struct e_learned : base { static constexpr positional positions = positional::le
 /// Number of trainable scalars of configuration C with a vocabulary of `vocab` tokens:
 /// every projection has a bias, every LayerNorm a gain and a bias.
 template <class C>
-constexpr index_t parameter_count(index_t vocab) {
+constexpr index_t parameter_count(index_t vocab, hyperparameters h = defaults<C>()) {
   const index_t d = C::d_model::extent, ff = C::d_ff::extent;
   const index_t qk = C::query_width::extent, v = C::value_width::extent;
   const index_t attention = 2 * (d * qk + qk) + (d * v + v) + (v * d + d);  // W^Q, W^K, W^V, W^O
@@ -92,9 +108,9 @@ constexpr index_t parameter_count(index_t vocab) {
   const index_t encoder_layer = attention + feed_forward + 2 * norm;
   const index_t decoder_layer = 2 * attention + feed_forward + 3 * norm;
   const index_t embeddings = (C::tied_embeddings ? 1 : 3) * vocab * d;
-  const index_t positions = C::positions == positional::learned ? 2 * C::max_positions * d : 0;
+  const index_t positions = h.positions == positional::learned ? 2 * C::max_positions * d : 0;
   const index_t final_norms = C::norm == norm_placement::pre ? 2 * norm : 0;
-  return C::layers * (encoder_layer + decoder_layer) + embeddings + positions + final_norms;
+  return h.layers * (encoder_layer + decoder_layer) + embeddings + positions + final_norms;
 }
 
 }  // namespace attn::nn

@@ -37,15 +37,15 @@ class embeddings {
   using d_model = typename C::d_model;
   using table_type = grad::parameter<T, shape<vocab, d_model>>;
   using positions_type = grad::parameter<T, shape<positions, d_model>>;
-  static constexpr index_t learned_rows = C::positions == positional::learned ? C::max_positions : 0;
-
-  embeddings(index_t vocab_size, random_stream& init)
-      : source_(extents<shape<vocab, d_model>>(vocab_size)),
+  embeddings(index_t vocab_size, random_stream& init, const hyperparameters& h = defaults<C>())
+      : learned_(h.positions == positional::learned),
+        dropout_(h.dropout),
+        source_(extents<shape<vocab, d_model>>(vocab_size)),
         target_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
         output_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
         sinusoids_(sinusoids<T, d_model>(C::max_positions)),
-        source_positions_(extents<shape<positions, d_model>>(learned_rows)),
-        target_positions_(extents<shape<positions, d_model>>(learned_rows)) {
+        source_positions_(extents<shape<positions, d_model>>(learned_ ? C::max_positions : 0)),
+        target_positions_(extents<shape<positions, d_model>>(learned_ ? C::max_positions : 0)) {
     // Deviation d_model^-1/2, so that the embeddings times √d_model have unit scale (tensor2tensor).
     const double deviation = 1.0 / std::sqrt(double(d_model::extent));
     normal(source_, deviation, init);
@@ -53,7 +53,7 @@ class embeddings {
       normal(target_, deviation, init);
       normal(output_, deviation, init);
     }
-    if constexpr (C::positions == positional::learned) {
+    if (learned_) {
       normal(source_positions_, deviation, init);
       normal(target_positions_, deviation, init);
     }
@@ -86,7 +86,7 @@ class embeddings {
       list.add("target", target_);
       list.add("output", output_);
     }
-    if constexpr (C::positions == positional::learned) {
+    if (learned_) {
       list.add("source_positions", source_positions_);
       list.add("target_positions", target_positions_);
     }
@@ -100,7 +100,7 @@ class embeddings {
     const index_t length = ids.template extent<L>();
     auto tokens = grad::lookup(ctx.tape, table, ids, T(std::sqrt(double(d_model::extent))));
     grad::variable<T, shape<L, d_model>> where = [&] {
-      if constexpr (C::positions == positional::learned) {
+      if (learned_) {
         return grad::leading_rows<L>(ctx.tape, learned, length);
       } else {
         if (length > sinusoids_.template extent<positions>()) sinusoids_ = sinusoids<T, d_model>(2 * length);
@@ -108,9 +108,11 @@ class embeddings {
             sinusoids_.data(), extents<shape<L, d_model>>(length)));
       }
     }();
-    return dropout(ctx, grad::add_broadcast<batch>(ctx.tape, tokens, where), C::dropout);
+    return dropout(ctx, grad::add_broadcast<batch>(ctx.tape, tokens, where), dropout_);
   }
 
+  bool learned_;    // learned positions (row E) instead of sinusoids
+  double dropout_;  // P_drop
   table_type source_, target_, output_;
   mutable tensor<T, shape<positions, d_model>> sinusoids_;  // grown when a longer sentence comes
   positions_type source_positions_, target_positions_;

@@ -16,7 +16,9 @@ struct encoder_layer {
   feed_forward<T, C> ffn;
   residual<T, C> attention_block, ffn_block;
 
-  explicit encoder_layer(random_stream& init) : self_attention(init), ffn(init) {}
+  encoder_layer(random_stream& init, const hyperparameters& h) : self_attention(init), ffn(init) {
+    attention_block.dropout_rate = ffn_block.dropout_rate = h.dropout;
+  }
 
   /// x [batch, L, d_model]; mask [batch, L, keys] hides padding.
   template <class L>
@@ -35,15 +37,15 @@ struct encoder_layer {
   }
 };
 
-/// A stack of N layers; pre-norm stacks end with a LayerNorm of their own.
+/// A stack of N layers (N = h.layers); pre-norm stacks end with a LayerNorm of their own.
 template <class T, class Layer, class C>
 struct stack {
   std::vector<Layer> layers;
   layer_norm<T, typename C::d_model> final_norm{C::layer_norm_epsilon};
 
-  explicit stack(random_stream& init) {
-    layers.reserve(C::layers);
-    for (int i = 0; i < C::layers; ++i) layers.emplace_back(init);
+  stack(random_stream& init, const hyperparameters& h) {
+    layers.reserve(static_cast<std::size_t>(h.layers));
+    for (int i = 0; i < h.layers; ++i) layers.emplace_back(init, h);
   }
 
   template <class S, class... Masks>

@@ -12,13 +12,14 @@ namespace attn::nn {
 template <class T, class C>
 struct residual {
   layer_norm<T, typename C::d_model> norm{C::layer_norm_epsilon};
+  double dropout_rate = C::dropout;  // P_drop
 
   template <class S, class Sublayer>
   grad::variable<T, S> operator()(const context& ctx, const grad::variable<T, S>& x, Sublayer&& sublayer) const {
     if constexpr (C::norm == norm_placement::post) {
-      return norm(ctx, grad::add(ctx.tape, x, dropout(ctx, sublayer(x), C::dropout)));
+      return norm(ctx, grad::add(ctx.tape, x, dropout(ctx, sublayer(x), dropout_rate)));
     } else {
-      return grad::add(ctx.tape, x, dropout(ctx, sublayer(norm(ctx, x)), C::dropout));
+      return grad::add(ctx.tape, x, dropout(ctx, sublayer(norm(ctx, x)), dropout_rate));
     }
   }
 

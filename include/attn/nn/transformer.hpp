@@ -20,9 +20,11 @@ class transformer {
   using config = C;
   using d_model = typename C::d_model;
 
-  /// Parameters drawn from `seed`; token `pad` is padding in every batch.
-  explicit transformer(index_t vocab_size, std::uint64_t seed = 1, token pad = 0)
-      : transformer(vocab_size, random_stream(seed), pad) {}
+  /// Parameters drawn from `seed`; token `pad` is padding in every batch. N, P_drop and the
+  /// kind of positions are C's unless `h` says otherwise.
+  explicit transformer(index_t vocab_size, std::uint64_t seed = 1, token pad = 0,
+                       const hyperparameters& h = defaults<C>())
+      : transformer(vocab_size, random_stream(seed), pad, h) {}
 
   /// The encoder's output for source ids [batch, L]: [batch, L, d_model].
   template <class L>
@@ -63,15 +65,17 @@ class transformer {
 
   index_t vocabulary_size() const { return embeddings_.vocabulary_size(); }
   token pad() const { return pad_; }
+  const hyperparameters& hyper() const { return hyper_; }
 
  private:
-  transformer(index_t vocab_size, random_stream init, token pad)
-      : embeddings_(vocab_size, init), encoder_(init), decoder_(init), pad_(pad) {}
+  transformer(index_t vocab_size, random_stream init, token pad, const hyperparameters& h)
+      : embeddings_(vocab_size, init, h), encoder_(init, h), decoder_(init, h), pad_(pad), hyper_(h) {}
 
   embeddings<T, C> embeddings_;
   encoder<T, C> encoder_;
   decoder<T, C> decoder_;
   token pad_;
+  hyperparameters hyper_;
 };
 
 }  // namespace attn::nn

@@ -147,6 +147,32 @@ TEST_CASE("nn: parameters are named, tied embeddings are one parameter, a seed f
   CHECK(!std::equal(a.data(), a.data() + a.size(), c.data()));
 }
 
+namespace {
+struct micro_untied : test::micro {
+  static constexpr index_t max_positions = 12;
+  static constexpr bool tied_embeddings = false;
+};
+}  // namespace
+
+TEST_CASE("nn: N, P_drop and learned positions given at run time build the model their types build") {
+  nn::hyperparameters learned = nn::defaults<micro_untied>();
+  learned.positions = nn::positional::learned;
+  nn::transformer<double, micro_untied> at_run_time(13, 5, 0, learned);
+  nn::transformer<double, test::micro_learned_untied> from_type(13, 5);
+  CHECK(at_run_time.parameters().count() == from_type.parameters().count());
+  CHECK(nn::parameter_count<micro_untied>(13, learned) == nn::parameter_count<test::micro_learned_untied>(13));
+  const auto a = logits_of(at_run_time, test::tokens<src>(1, 2, {3, 4}), test::tokens<tgt>(1, 2, {1, 5}));
+  const auto b = logits_of(from_type, test::tokens<src>(1, 2, {3, 4}), test::tokens<tgt>(1, 2, {1, 5}));
+  CHECK(std::equal(a.data(), a.data() + a.size(), b.data()));
+
+  nn::hyperparameters one_layer = nn::defaults<test::micro>();
+  one_layer.layers = 1;
+  nn::transformer<double, test::micro> shallow(13, 5, 0, one_layer);
+  CHECK(shallow.parameters().count() == nn::parameter_count<test::micro>(13, one_layer));
+  CHECK(shallow.parameters().count() < nn::parameter_count<test::micro>(13));
+  CHECK(shallow.parameters().refs().back().name.starts_with("decoder.layer.0."));
+}
+
 TEST_CASE("nn: a small model overfits a fixed batch to near-zero loss") {
   nn::transformer<float, fit> model(16, 21);
   auto list = model.parameters();

@@ -83,8 +83,8 @@ TEST_CASE("nn: feed-forward and layer norm modules pass gradient checks") {
 
 TEST_CASE_TEMPLATE("nn: encoder and decoder layers pass gradient checks", C, test::micro, test::micro_pre_norm) {
   random_stream init(3);
-  nn::encoder_layer<double, C> encoder(init);
-  nn::decoder_layer<double, C> decoder(init);
+  nn::encoder_layer<double, C> encoder(init, nn::defaults<C>());
+  nn::decoder_layer<double, C> decoder(init, nn::defaults<C>());
   grad::parameter_list<double> list;
   list.add_module("encoder", encoder);
   list.add_module("decoder", decoder);
