@@ -1,11 +1,14 @@
 # shellcheck shell=bash
 # Sourced by scripts/main.sh and scripts/test.sh: makes sure the Debian packages
-# attn needs are installed, and puts nvcc on PATH when the CUDA toolkit is in
-# /usr/local/cuda. Prints nothing when everything is already there.
+# attn needs are installed (plus any the caller lists in attn_extra_packages), and
+# puts nvcc on PATH when the CUDA toolkit is in /usr/local/cuda. Prints nothing when everything is already there.
 
 attn_packages=(
   meson ninja-build g++ pkg-config cmake python3
   libeigen3-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev
+  # the trainer: subwords, command line, checkpoint headers, MPI, plots
+  libsentencepiece-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin gnuplot-nox
+  "${attn_extra_packages[@]}"
 )
 
 attn_missing=()
@@ -27,7 +30,7 @@ if (( ${#attn_missing[@]} > 0 )); then
     exit 1
   fi
 fi
-unset attn_pkg attn_missing attn_packages
+unset attn_pkg attn_missing attn_packages attn_extra_packages
 
 if [[ -d /usr/local/cuda/bin && :$PATH: != *:/usr/local/cuda/bin:* ]]; then
   export PATH="/usr/local/cuda/bin:$PATH"

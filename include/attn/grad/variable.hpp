@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "../core/tensor.hpp"
+#include "../expr/elementwise.hpp"
 #include "../expr/expression.hpp"
 #include "tape.hpp"
 

@@ -65,6 +65,11 @@ class adam {
   const std::vector<std::vector<T>>& first_moments() const noexcept { return first_; }
   const std::vector<std::vector<T>>& second_moments() const noexcept { return second_; }
 
+  /// For restoring a checkpoint: the moments are written in place, then the step count set.
+  std::vector<std::vector<T>>& first_moments() noexcept { return first_; }
+  std::vector<std::vector<T>>& second_moments() noexcept { return second_; }
+  void set_steps(long steps) noexcept { steps_ = steps; }
+
  private:
   grad::parameter_list<T>* parameters_;
   adam_options options_;

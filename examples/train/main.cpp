@@ -1,0 +1,165 @@
+// attn-train: trains a translation Transformer on parallel text with the recipe of the paper
+// (§5): shared BPE vocabulary, token-budget batches, label smoothing, Adam with equation (3),
+// dropout, checkpoints, validation, and data-parallel processes under mpirun.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <memory>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#if defined(ATTN_TRAIN_MPI)
+#include <attn/train/mpi.hpp>
+#endif
+
+#include <attn/text/subword.hpp>
+#include <attn/train/data.hpp>
+
+#include "checkpoints.hpp"
+#include "options.hpp"
+#include "run.hpp"
+#include "session.hpp"
+
+namespace attn::trainer {
+
+std::atomic<int>& stop_signal() {
+  static std::atomic<int> signal{0};
+  return signal;
+}
+
+namespace {
+
+extern "C" void on_stop_signal(int signal) {
+  // The first signal asks the loop to save and stop; a second one ends the process at once.
+  if (stop_signal().exchange(signal) != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
+}
+
+/// A process started by mpirun, srun or another PMI launcher.
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+std::unique_ptr<train::communicator> make_communicator([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
+#if defined(ATTN_TRAIN_MPI)
+  if (launched_by_mpi()) return std::make_unique<train::mpi_communicator>(argc, argv);
+#else
+  if (launched_by_mpi())
+    std::fprintf(stderr, "attn-train: warning: started by an MPI launcher, but built without MPI: every process "
+                         "trains alone (install libopenmpi-dev and rebuild)\n");
+#endif
+  return std::make_unique<train::single_process>();
+}
+
+/// The vocabulary: OUT/vocab.model when resuming, --vocab when given (copied beside the
+/// checkpoints), otherwise trained on the training text by the first process.
+text::subword_model prepare_vocabulary(const options& o, train::communicator& comm) {
+  const auto saved = o.out / "vocab.model";
+  if (o.resume) {
+    if (!std::filesystem::exists(saved))
+      throw std::runtime_error("--resume: '" + saved.string() + "' is missing; it was written beside the checkpoints");
+    return text::subword_model::load(saved);
+  }
+  if (comm.rank() == 0) {
+    if (!o.vocabulary.empty()) {
+      std::filesystem::copy_file(o.vocabulary, saved, std::filesystem::copy_options::overwrite_existing);
+    } else {
+      std::fprintf(stderr, "training a %d-subword BPE vocabulary on %s and %s\n", o.vocabulary_size,
+                   o.source.c_str(), o.target.c_str());
+      text::subword_model::train({o.source, o.target}, o.out / "vocab", o.vocabulary_size,
+                                 o.threads > 0 ? o.threads : 1);
+    }
+  }
+  comm.barrier();
+  return text::subword_model::load(saved);
+}
+
+std::vector<train::example> read_examples(const std::filesystem::path& source, const std::filesystem::path& target,
+                                          const session& s, const char* what) {
+  const auto text = train::read_parallel(source, target);
+  train::filter_report report;
+  auto examples = train::encode_pairs(text, s.vocabulary, std::size_t(s.opts.max_length), report);
+  if (s.leader()) std::fprintf(stderr, "%s: %s\n", what, report.summary().c_str());
+  if (examples.empty())
+    throw std::runtime_error(std::string(what) + ": no usable sentence pairs in '" + source.string() + "' and '" +
+                             target.string() + "'");
+  return examples;
+}
+
+/// The compiled widths asked for, and the run-time hyperparameters, from preset + overrides.
+const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper) {
+  const compiled_model* preset = nullptr;
+  for (const auto& m : compiled_models())
+    if (o.preset == m.name) preset = &m;
+  if (preset == nullptr) throw std::runtime_error("unknown --config " + o.preset);
+  model_widths w = preset->widths;
+  if (o.d_model) w.d_model = o.d_model;
+  if (o.d_ff) w.d_ff = o.d_ff;
+  if (o.heads) w.heads = o.heads;
+  if (o.d_k) w.d_k = o.d_k;
+  if (o.d_v) w.d_v = o.d_v;
+  const compiled_model* chosen = w == preset->widths ? preset : nullptr;
+  for (const auto& m : compiled_models())
+    if (chosen == nullptr && m.widths == w) chosen = &m;
+  if (chosen == nullptr) {
+    std::string known;
+    for (const auto& m : compiled_models()) known += std::string("\n  ") + m.name + " " + m.widths.to_string();
+    throw std::runtime_error("no model is compiled for " + w.to_string() + "; attn-train has:" + known +
+                             "\n(build with -Dtrainer_table3=true for the widths of Table 3, rows A-C)");
+  }
+  hyper = preset_hyperparameters(o.preset);
+  if (o.layers) hyper.layers = o.layers;
+  if (o.dropout >= 0) hyper.dropout = o.dropout;
+  if (!o.positions.empty()) hyper.positions = o.positions == "learned" ? nn::positional::learned : nn::positional::sinusoidal;
+  if (hyper.positions == nn::positional::learned && o.max_length + 1 > nn::config<nn::widths<1, 1, 1, 1, 1>>::max_positions)
+    throw std::runtime_error("--positions learned holds " +
+                             std::to_string(nn::config<nn::widths<1, 1, 1, 1, 1>>::max_positions) +
+                             " positions; lower --max-length to fit");
+  return *chosen;
+}
+
+int train_main(int argc, char** argv) {
+  options o = parse(argc, argv);
+  auto comm = make_communicator(&argc, &argv);
+#if defined(_OPENMP)
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+#endif
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
+
+  std::filesystem::create_directories(o.out);
+  if (!o.resume && comm->rank() == 0 && checkpoint_directory(o.out, o.keep).newest())
+    throw std::runtime_error("'" + o.out.string() + "' already holds checkpoints: pass --resume to continue that run, "
+                             "or choose another --out");
+
+  nn::hyperparameters hyper;
+  const compiled_model& model = choose_model(o, hyper);
+  session s{o, comm.get(), prepare_vocabulary(o, *comm), model.name, hyper};
+  s.train_examples = read_examples(o.source, o.target, s, "training data");
+  s.train_batches = train::plan_batches(s.train_examples, std::size_t(o.batch_tokens), o.seed);
+  if (!o.valid_source.empty()) {
+    s.valid_examples = read_examples(o.valid_source, o.valid_target, s, "validation data");
+    s.valid_batches = train::plan_batches(s.valid_examples, std::size_t(o.batch_tokens), o.seed);
+  }
+  return model.train(s);
+}
+
+}  // namespace
+}  // namespace attn::trainer
+
+int main(int argc, char** argv) {
+  try {
+    return attn::trainer::train_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attn-train: %s\n", e.what());
+    return 1;
+  }
+}

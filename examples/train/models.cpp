@@ -1,0 +1,85 @@
+// The widths attn-train is compiled for. Each is a translation unit of its own (model_*.cpp),
+// so that they compile in parallel; a new one is a file of three lines and a line here.
+#include <stdexcept>
+#include <string>
+
+#include <attn/nn/config.hpp>
+
+#include "session.hpp"
+
+namespace attn::trainer {
+
+int train_tiny(session&);
+int train_small(session&);
+int train_base(session&);
+int train_big(session&);
+#if defined(ATTN_TRAINER_TABLE3)
+int train_table3_a_1(session&);
+int train_table3_a_4(session&);
+int train_table3_a_16(session&);
+int train_table3_a_32(session&);
+int train_table3_b_16(session&);
+int train_table3_b_32(session&);
+int train_table3_c_d256(session&);
+int train_table3_c_d1024(session&);
+int train_table3_c_ff1024(session&);
+int train_table3_c_ff4096(session&);
+#endif
+
+template <class C>
+constexpr model_widths widths_of() {
+  return {int(C::d_model::extent), int(C::d_ff::extent), int(C::heads::extent), int(C::d_k::extent),
+          int(C::d_v::extent)};
+}
+
+std::span<const compiled_model> compiled_models() {
+  static const compiled_model models[] = {
+      {"tiny", widths_of<nn::tiny>(), train_tiny},
+      {"small", widths_of<nn::small>(), train_small},
+      {"base", widths_of<nn::base>(), train_base},
+      {"big", widths_of<nn::big>(), train_big},
+#if defined(ATTN_TRAINER_TABLE3)
+      {"table3.a_1", widths_of<nn::table3::a_1>(), train_table3_a_1},
+      {"table3.a_4", widths_of<nn::table3::a_4>(), train_table3_a_4},
+      {"table3.a_16", widths_of<nn::table3::a_16>(), train_table3_a_16},
+      {"table3.a_32", widths_of<nn::table3::a_32>(), train_table3_a_32},
+      {"table3.b_16", widths_of<nn::table3::b_16>(), train_table3_b_16},
+      {"table3.b_32", widths_of<nn::table3::b_32>(), train_table3_b_32},
+      {"table3.c_d256", widths_of<nn::table3::c_d256>(), train_table3_c_d256},
+      {"table3.c_d1024", widths_of<nn::table3::c_d1024>(), train_table3_c_d1024},
+      {"table3.c_ff1024", widths_of<nn::table3::c_ff1024>(), train_table3_c_ff1024},
+      {"table3.c_ff4096", widths_of<nn::table3::c_ff4096>(), train_table3_c_ff4096},
+#endif
+  };
+  return models;
+}
+
+nn::hyperparameters preset_hyperparameters(const std::string& preset) {
+  if (preset == "tiny") return nn::defaults<nn::tiny>();
+  if (preset == "small") return nn::defaults<nn::small>();
+  if (preset == "base") return nn::defaults<nn::base>();
+  if (preset == "big") return nn::defaults<nn::big>();
+  throw std::invalid_argument("unknown preset '" + preset + "'");
+}
+
+std::string model_widths::to_string() const {
+  return "(d_model " + std::to_string(d_model) + ", d_ff " + std::to_string(d_ff) + ", h " + std::to_string(heads) +
+         ", d_k " + std::to_string(d_k) + ", d_v " + std::to_string(d_v) + ")";
+}
+
+train::model_description session::description(const model_widths& widths) const {
+  return {
+      {"model.d_model", std::to_string(widths.d_model)},
+      {"model.d_ff", std::to_string(widths.d_ff)},
+      {"model.heads", std::to_string(widths.heads)},
+      {"model.d_k", std::to_string(widths.d_k)},
+      {"model.d_v", std::to_string(widths.d_v)},
+      {"model.layers", std::to_string(hyper.layers)},
+      {"model.positions", hyper.positions == nn::positional::learned ? "learned" : "sinusoidal"},
+      {"model.vocab_size", std::to_string(vocabulary.size())},
+      {"model.norm", "post"},
+      {"model.tied_embeddings", "true"},
+  };
+}
+
+}  // namespace attn::trainer

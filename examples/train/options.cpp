@@ -1,0 +1,144 @@
+// attn-train's command line (CLI11).
+#include "options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+namespace attn::trainer {
+
+options parse(int argc, char** argv) {
+  options o;
+  CLI::App app{
+      "attn-train: trains a Transformer translation model (Vaswani et al. 2017) on parallel text.\n"
+      "The defaults are the paper's recipe for the base model on GPUs; on a CPU pick a smaller\n"
+      "--config and --batch-tokens, e.g. --config tiny --batch-tokens 2000 --warmup 1000.",
+      "attn-train"};
+  app.get_formatter()->column_width(34);
+
+  auto* data = "Data";
+  app.add_option("--src", o.source, "training source text, one sentence a line")->required()->group(data);
+  app.add_option("--tgt", o.target, "training target text, line i translates line i of --src")->required()->group(data);
+  app.add_option("--valid-src", o.valid_source, "validation source text")->group(data);
+  app.add_option("--valid-tgt", o.valid_target, "validation target text")->group(data);
+  app.add_option("--vocab", o.vocabulary, "SentencePiece model to use instead of training one")
+      ->check(CLI::ExistingFile)
+      ->group(data);
+  app.add_option("--vocab-size", o.vocabulary_size, "size of the shared BPE vocabulary trained on --src and --tgt")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 1 << 20))
+      ->group(data);
+  app.add_option("--max-length", o.max_length, "pairs with more subwords on either side are skipped")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(data);
+
+  auto* model = "Model (presets and the hyperparameters of Table 3)";
+  app.add_option("--config", o.preset, "preset: tiny, small, base or big")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tiny", "small", "base", "big"}))
+      ->group(model);
+  app.add_option("--layers", o.layers, "N, layers in each stack")->check(CLI::Range(1, 64))->group(model);
+  app.add_option("--d-model", o.d_model, "d_model (compiled-in widths only; see --help's end)")->group(model);
+  app.add_option("--d-ff", o.d_ff, "d_ff, the inner width of the feed-forward layers")->group(model);
+  app.add_option("--heads", o.heads, "h, attention heads")->group(model);
+  app.add_option("--d-k", o.d_k, "d_k, query and key width of a head")->group(model);
+  app.add_option("--d-v", o.d_v, "d_v, value width of a head")->group(model);
+  app.add_option("--dropout", o.dropout, "P_drop on residuals and embeddings (preset's by default)")
+      ->check(CLI::Range(0.0, 0.99))
+      ->group(model);
+  app.add_option("--label-smoothing", o.label_smoothing, "epsilon_ls")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99))
+      ->group(model);
+  app.add_option("--positions", o.positions, "sinusoidal or learned (Table 3, row E)")
+      ->check(CLI::IsMember({"sinusoidal", "learned"}))
+      ->group(model);
+
+  auto* optimisation = "Optimisation";
+  app.add_option("--batch-tokens", o.batch_tokens, "padded tokens a side in a batch (paper: ~25000, for GPUs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1L << 30))
+      ->group(optimisation);
+  app.add_option("--accum", o.accumulate, "batches whose gradients are summed into one step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16))
+      ->group(optimisation);
+  app.add_option("--warmup", o.warmup, "warmup_steps of equation (3)")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1L << 40))
+      ->group(optimisation);
+  app.add_option("--lr-scale", o.learning_rate_scale, "factor on the learning rate of equation (3)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(optimisation);
+  app.add_option("--clip-norm", o.clip_norm, "clip the gradients' global norm to this (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(optimisation);
+  app.add_option("--max-bad-steps", o.max_bad_steps, "stop after this many non-finite steps in a row")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(optimisation);
+
+  auto* run = "Run";
+  app.add_option("--out", o.out, "directory for checkpoints, vocabulary, metrics and plots")
+      ->capture_default_str()
+      ->group(run);
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps")
+      ->capture_default_str()
+      ->check(CLI::Range(0L, 1L << 40))
+      ->group(run);
+  app.add_option("--max-minutes", o.max_minutes, "stop, with a checkpoint, after this wall-clock time (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(run);
+  app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")->capture_default_str()->group(run);
+  app.add_option("--threads", o.threads, "threads per process (0: OpenMP's default)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024))
+      ->group(run);
+  app.add_option("--valid-every", o.valid_every, "steps between validations")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1L << 40))
+      ->group(run);
+  app.add_option("--save-every", o.save_every, "steps between checkpoints")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1L << 40))
+      ->group(run);
+  app.add_option("--log-every", o.log_every, "steps between progress lines when not on a terminal")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1L << 40))
+      ->group(run);
+  app.add_option("--keep", o.keep, "checkpoints kept on disk, newest first")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(run);
+  app.add_flag("--resume", o.resume, "continue from the newest checkpoint in --out")->group(run);
+  app.add_flag("--plot", o.plot, "draw the training curves into OUT/training.png (gnuplot)")->group(run);
+  app.add_option("--debug-nan-steps", o.debug_nan_steps, "poison the gradients of these steps (to test recovery)")
+      ->group("Debugging");
+
+  app.footer(
+      "Compiled widths (d_model, d_ff, h, d_k, d_v): tiny (128, 512, 4, 32, 32), small (256, 1024, 4, 64, 64),\n"
+      "base (512, 2048, 8, 64, 64), big (1024, 4096, 16, 64, 64); builds with -Dtrainer_table3=true add the\n"
+      "widths of Table 3, rows A-C.\n"
+      "Exit status: 0 done, 1 error, 2 bad command line, 3 stopped after --max-bad-steps non-finite steps,\n"
+      "130/143 stopped by SIGINT/SIGTERM (after saving a checkpoint).");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::exit(app.exit(e));
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    std::exit(2);
+  }
+  if (o.valid_source.empty() != o.valid_target.empty()) {
+    std::cerr << "attn-train: --valid-src and --valid-tgt go together\n";
+    std::exit(2);
+  }
+  return o;
+}
+
+}  // namespace attn::trainer

@@ -1,0 +1,50 @@
+// attn-train's settings: the paper's recipe (§5) as defaults, every one a flag.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace attn::trainer {
+
+struct options {
+  // Data (one sentence a line, line i of --tgt translates line i of --src).
+  std::filesystem::path source, target, valid_source, valid_target;
+  std::filesystem::path vocabulary;  // an existing SentencePiece model; trained when empty
+  int vocabulary_size = 8000;
+  int max_length = 256;  // subwords a side; longer pairs are skipped and counted
+
+  // Model: a preset and Table 3's overrides. Widths must be compiled in (models.hpp); N,
+  // P_drop, ε_ls and the kind of positions are free.
+  std::string preset = "base";
+  int d_model = 0, d_ff = 0, heads = 0, d_k = 0, d_v = 0, layers = 0;  // 0: the preset's
+  double dropout = -1;                                                // < 0: the preset's
+  double label_smoothing = 0.1;
+  std::string positions;  // "sinusoidal" or "learned"; empty: the preset's
+
+  // Optimisation (§5.2, §5.3).
+  long batch_tokens = 25000;  // padded tokens a side per batch; the paper's value, meant for GPUs
+  int accumulate = 1;         // batches summed into one step
+  long warmup = 4000;
+  double learning_rate_scale = 1.0;  // multiplies equation (3)
+  double clip_norm = 0;              // 0: no clipping
+  int max_bad_steps = 5;             // non-finite steps in a row before stopping
+
+  // The run.
+  std::filesystem::path out = "run";
+  long max_steps = 100000;  // the base model's 100k steps (§5.2)
+  double max_minutes = 0;   // 0: no wall-clock budget
+  std::uint64_t seed = 1;
+  int threads = 0;  // 0: OpenMP's default
+  long valid_every = 1000, save_every = 1000, log_every = 100;
+  int keep = 5;  // checkpoints kept (attn-average averages the last few)
+  bool resume = false;
+  bool plot = false;
+  std::vector<long> debug_nan_steps;  // poison the gradients of these steps (tests the recovery path)
+};
+
+/// Parses the command line; prints help or errors and exits on them (status 0 or 2).
+options parse(int argc, char** argv);
+
+}  // namespace attn::trainer

@@ -1,0 +1,162 @@
+// Progress line, metrics log and plots of attn-train.
+#include "report.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+namespace attn::trainer {
+
+std::string format_duration(double seconds) {
+  const long total = std::lround(std::max(0.0, seconds));
+  char text[32];
+  if (total >= 3600)
+    std::snprintf(text, sizeof text, "%ld:%02ld:%02ld", total / 3600, total / 60 % 60, total % 60);
+  else
+    std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
+  return text;
+}
+
+metrics_log::metrics_log(const std::filesystem::path& path, long resumed_step) : path_(path) {
+  if (resumed_step >= 0 && std::filesystem::exists(path)) {
+    std::vector<std::string> kept;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<long>() <= resumed_step)
+        kept.push_back(line);
+    }
+    std::ofstream rewrite(path, std::ios::trunc);
+    for (const auto& line : kept) rewrite << line << '\n';
+  }
+  out_.open(path, std::ios::app);
+  if (!out_) throw std::runtime_error("cannot open '" + path.string() + "' for writing");
+}
+
+void metrics_log::train(const step_report& r) {
+  nlohmann::json j = {{"kind", "train"},
+                      {"step", r.step},
+                      {"loss", r.loss},
+                      {"ppl", r.perplexity},
+                      {"lr", r.learning_rate},
+                      {"grad_norm", r.gradient_norm},
+                      {"tokens", r.target_tokens},
+                      {"tokens_per_s", r.tokens_per_second},
+                      {"elapsed_s", r.elapsed_seconds}};
+  out_ << j.dump() << '\n' << std::flush;
+}
+
+void metrics_log::valid(long step, double loss, double perplexity, double tokens) {
+  nlohmann::json j = {{"kind", "valid"}, {"step", step}, {"loss", loss}, {"ppl", perplexity}, {"tokens", tokens}};
+  out_ << j.dump() << '\n' << std::flush;
+}
+
+void metrics_log::skipped(long step, const std::string& reason) {
+  nlohmann::json j = {{"kind", "skipped"}, {"step", step}, {"reason", reason}};
+  out_ << j.dump() << '\n' << std::flush;
+}
+
+progress::progress(long max_steps, double max_minutes, long log_every, long first_step)
+    : max_steps_(max_steps),
+      max_seconds_(max_minutes * 60),
+      log_every_(log_every),
+      first_step_(first_step),
+      terminal_(isatty(STDERR_FILENO) != 0) {}
+
+double progress::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string progress::eta(long step) const {
+  const double seconds = elapsed();
+  double left = -1;
+  if (step > first_step_) left = seconds / double(step - first_step_) * double(max_steps_ - step);
+  if (max_seconds_ > 0 && (left < 0 || max_seconds_ - seconds < left)) left = max_seconds_ - seconds;
+  return left < 0 ? "?" : format_duration(left);
+}
+
+void progress::end_line() {
+  if (open_line_) std::cerr << '\n';
+  open_line_ = false;
+}
+
+void progress::train(const step_report& r) {
+  if (!terminal_ && r.step % log_every_ != 0 && r.step != max_steps_) return;
+  char line[256];
+  std::snprintf(line, sizeof line, "step %ld/%ld | loss %.3f | ppl %.2f | lr %.2e | %.0f tok/s | %s elapsed | ETA %s",
+                r.step, max_steps_, r.loss, r.perplexity, r.learning_rate, r.tokens_per_second,
+                format_duration(elapsed()).c_str(), eta(r.step).c_str());
+  if (terminal_) {
+    std::cerr << "\r\033[K" << line << std::flush;
+    open_line_ = true;
+  } else {
+    std::cerr << line << '\n';
+  }
+}
+
+void progress::valid(long step, double loss, double perplexity) {
+  end_line();
+  char line[160];
+  std::snprintf(line, sizeof line, "step %ld | validation loss %.4f | validation ppl %.3f", step, loss, perplexity);
+  std::cerr << line << '\n';
+}
+
+void progress::message(const std::string& text) {
+  end_line();
+  std::cerr << text << '\n';
+}
+
+bool plot(const std::filesystem::path& metrics, const std::filesystem::path& png) {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    std::cerr << "attn-train: --plot needs gnuplot (apt-get install gnuplot-nox); no plot drawn\n";
+    return false;
+  }
+  // gnuplot reads columns, not JSON: the log becomes two tables beside the picture.
+  const auto train_table = png.parent_path() / "training-train.tsv";
+  const auto valid_table = png.parent_path() / "training-valid.tsv";
+  long valid_rows = 0;
+  {
+    std::ifstream in(metrics);
+    std::ofstream train(train_table), valid(valid_table);
+    train << "# step\tloss\tppl\tlr\n";
+    valid << "# step\tloss\tppl\n";
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.contains("kind")) continue;
+      if (j["kind"] == "train") {
+        train << j["step"] << '\t' << j["loss"] << '\t' << j["ppl"] << '\t' << j["lr"] << '\n';
+      } else if (j["kind"] == "valid") {
+        valid << j["step"] << '\t' << j["loss"] << '\t' << j["ppl"] << '\n';
+        ++valid_rows;
+      }
+    }
+  }
+  const auto script_path = png.parent_path() / "training.gnuplot";
+  {
+    std::ofstream script(script_path);
+    script << "set terminal pngcairo size 1000,700 noenhanced\n"
+           << "set output '" << png.string() << "'\n"
+           << "set multiplot layout 2,1\n"
+           << "set grid\nset xlabel 'step'\nset ylabel 'loss per target token'\n"
+           << "plot '" << train_table.string() << "' using 1:2 with lines title 'training'";
+    if (valid_rows > 0) script << ", '" << valid_table.string() << "' using 1:2 with linespoints title 'validation'";
+    script << "\n"
+           << "set ylabel 'learning rate'\n"
+           << "plot '" << train_table.string() << "' using 1:4 with lines title 'equation (3)'\n"
+           << "unset multiplot\n";
+  }
+  const std::string command = "gnuplot '" + script_path.string() + "'";
+  if (std::system(command.c_str()) != 0) {
+    std::cerr << "attn-train: gnuplot failed on " << script_path << "; no plot drawn\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace attn::trainer

@@ -1,0 +1,60 @@
+// What attn-train has prepared before a model exists: options, processes, vocabulary, data.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <attn/nn/config.hpp>
+#include <attn/text/subword.hpp>
+#include <attn/train/batching.hpp>
+#include <attn/train/checkpoint.hpp>
+#include <attn/train/communicator.hpp>
+
+#include "options.hpp"
+
+namespace attn::trainer {
+
+/// Exit statuses beside 0 (done), 1 (error) and 2 (bad command line).
+inline constexpr int exit_bad_steps = 3;
+
+struct model_widths {
+  int d_model = 0, d_ff = 0, heads = 0, d_k = 0, d_v = 0;
+  bool operator==(const model_widths&) const = default;
+  std::string to_string() const;
+};
+
+struct session {
+  session(options o, train::communicator* c, text::subword_model v, std::string name, nn::hyperparameters h)
+      : opts(std::move(o)), comm(c), vocabulary(std::move(v)), model_name(std::move(name)), hyper(h) {}
+
+  options opts;
+  train::communicator* comm = nullptr;
+  text::subword_model vocabulary;
+  std::string model_name;  // the compiled widths' name: "tiny", "table3.a_16", ...
+  nn::hyperparameters hyper;
+  std::vector<train::example> train_examples, valid_examples;
+  std::vector<std::vector<std::uint32_t>> train_batches, valid_batches;
+
+  bool leader() const { return comm->rank() == 0; }
+  /// What a checkpoint must match to be loaded into this run's model.
+  train::model_description description(const model_widths& widths) const;
+};
+
+/// Runs training for the model compiled with configuration C; returns the exit status.
+template <class C>
+int run(session& s);
+
+/// The widths attn-train is compiled for, each with its training function.
+struct compiled_model {
+  const char* name;
+  model_widths widths;
+  int (*train)(session&);
+};
+std::span<const compiled_model> compiled_models();
+
+/// N, P_drop and positions of a preset ("tiny", "small", "base", "big").
+nn::hyperparameters preset_hyperparameters(const std::string& preset);
+
+}  // namespace attn::trainer

@@ -1,0 +1,6 @@
+// attn-train for the widths of Table 3's row c_ff1024.
+#include "../run.hpp"
+
+namespace attn::trainer {
+int train_table3_c_ff1024(session& s) { return run<nn::table3::c_ff1024>(s); }
+}  // namespace attn::trainer

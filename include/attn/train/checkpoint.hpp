@@ -1,0 +1,191 @@
+// Training checkpoints: the weights, Adam's moments and everything else a run needs to go on
+// exactly where it stopped, as one safetensors file (names in docs/checkpoints.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../grad/parameter.hpp"
+#include "adam.hpp"
+#include "batching.hpp"
+#include "safetensors.hpp"
+
+namespace attn::train {
+
+/// Where a run is, besides its tensors.
+struct training_state {
+  long step = 0;                   // optimizer steps taken
+  data_position data;              // the next batch to read
+  std::uint64_t batches_seen = 0;  // batches read so far: numbers each batch's dropout stream
+  std::uint64_t seed = 0;          // data order, initialisation, dropout
+  long bad_steps_in_row = 0;       // steps skipped for a non-finite loss or gradient
+};
+
+/// What a checkpoint must agree with to be loaded into a model: widths, N, vocabulary size...
+using model_description = std::map<std::string, std::string>;
+
+inline constexpr const char* checkpoint_format = "attn-checkpoint-1";  // weights, moments, state
+inline constexpr const char* weights_format = "attn-weights-1";        // weights only (averaged)
+
+namespace detail {
+
+template <class T>
+std::vector<std::int64_t> sizes_of(const grad::parameter_ref<T>& p) {
+  return {p.sizes.begin(), p.sizes.end()};
+}
+
+inline std::string shape_text(const std::vector<std::int64_t>& sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+inline std::string required(const safetensors::file& file, const std::filesystem::path& path, const std::string& key) {
+  const auto& meta = file.metadata();
+  const auto it = meta.find(key);
+  if (it == meta.end())
+    throw safetensors::format_error(path, "not an attn checkpoint: metadata '" + key + "' is missing");
+  return it->second;
+}
+
+inline long long number(const safetensors::file& file, const std::filesystem::path& path, const std::string& key) {
+  const std::string text = required(file, path, key);
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty())
+    throw safetensors::format_error(path, "metadata '" + key + "' should be an integer, not '" + text + "'");
+  return value;
+}
+
+/// Every description key must be there with the same value: a checkpoint of another model
+/// is refused by name instead of loading into the wrong shapes.
+inline void check_description(const safetensors::file& file, const std::filesystem::path& path,
+                              const model_description& expected) {
+  for (const auto& [key, value] : expected) {
+    const std::string found = required(file, path, key);
+    if (found != value)
+      throw safetensors::format_error(path, "written for " + key + " = " + found + ", but this model has " +
+                                      key + " = " + value);
+  }
+}
+
+template <class T>
+void load_tensors(const safetensors::file& file, const std::string& prefix, grad::parameter_list<T>& parameters,
+                  std::vector<std::vector<T>>* moments = nullptr) {
+  auto& refs = parameters.refs();
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const auto sizes = sizes_of(refs[i]);
+    T* destination = moments != nullptr ? (*moments)[i].data() : refs[i].value;
+    file.copy_to(prefix + refs[i].name, std::span<const std::int64_t>(sizes), destination);
+  }
+}
+
+}  // namespace detail
+
+/// Writes weights, Adam's moments and the state to `path`, atomically: an existing file
+/// there stays intact until the new one is complete.
+template <class T>
+void save_checkpoint(const std::filesystem::path& path, grad::parameter_list<T>& parameters, const adam<T>& optimizer,
+                     const training_state& state, const model_description& description) {
+  safetensors::writer out;
+  const auto& refs = parameters.refs();
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    out.add("model." + refs[i].name, detail::sizes_of(refs[i]), static_cast<const T*>(refs[i].value));
+    out.add("adam.m." + refs[i].name, detail::sizes_of(refs[i]), optimizer.first_moments()[i].data());
+    out.add("adam.v." + refs[i].name, detail::sizes_of(refs[i]), optimizer.second_moments()[i].data());
+  }
+  for (const auto& [key, value] : description) out.set_metadata(key, value);
+  out.set_metadata("attn.format", checkpoint_format);
+  out.set_metadata("attn.step", std::to_string(state.step));
+  out.set_metadata("attn.adam_steps", std::to_string(optimizer.steps()));
+  out.set_metadata("attn.epoch", std::to_string(state.data.epoch));
+  out.set_metadata("attn.batch_index", std::to_string(state.data.index));
+  out.set_metadata("attn.batches_seen", std::to_string(state.batches_seen));
+  out.set_metadata("attn.seed", std::to_string(state.seed));
+  out.set_metadata("attn.bad_steps_in_row", std::to_string(state.bad_steps_in_row));
+  out.save(path);
+}
+
+/// Loads a checkpoint written by save_checkpoint into `parameters` and `optimizer`. The file
+/// is read and validated whole (checksum, every name and shape, the description) before any
+/// value is copied, so a bad file leaves the model as it was.
+template <class T>
+training_state load_checkpoint(const std::filesystem::path& path, grad::parameter_list<T>& parameters,
+                               adam<T>& optimizer, const model_description& description) {
+  const auto file = safetensors::file::load(path, /*require_checksum=*/true);
+  if (detail::required(file, path, "attn.format") != checkpoint_format)
+    throw safetensors::format_error(path, "attn.format is '" + detail::required(file, path, "attn.format") +
+                                    "', expected '" + checkpoint_format + "' (weights-only files cannot be resumed)");
+  detail::check_description(file, path, description);
+  const auto& refs = parameters.refs();
+  for (const auto& ref : refs) {
+    const auto sizes = detail::sizes_of(ref);
+    for (const std::string prefix : {"model.", "adam.m.", "adam.v."}) {
+      const auto& info = file.at(prefix + ref.name);
+      if (info.shape != sizes)
+        throw safetensors::format_error(path, "tensor '" + prefix + ref.name + "' has shape " +
+                                        detail::shape_text(info.shape) + ", the model expects " +
+                                        detail::shape_text(sizes));
+    }
+  }
+  const std::size_t expected_tensors = 3 * refs.size();
+  if (file.names().size() != expected_tensors)
+    throw safetensors::format_error(path, "holds " + std::to_string(file.names().size()) +
+                                    " tensors, the model and its optimizer have " + std::to_string(expected_tensors));
+  training_state state;
+  state.step = detail::number(file, path, "attn.step");
+  state.data.epoch = static_cast<std::uint64_t>(detail::number(file, path, "attn.epoch"));
+  state.data.index = static_cast<std::uint64_t>(detail::number(file, path, "attn.batch_index"));
+  state.batches_seen = static_cast<std::uint64_t>(detail::number(file, path, "attn.batches_seen"));
+  state.seed = static_cast<std::uint64_t>(detail::number(file, path, "attn.seed"));
+  state.bad_steps_in_row = detail::number(file, path, "attn.bad_steps_in_row");
+  const long adam_steps = detail::number(file, path, "attn.adam_steps");
+
+  detail::load_tensors(file, "model.", parameters);
+  detail::load_tensors(file, "adam.m.", parameters, &optimizer.first_moments());
+  detail::load_tensors(file, "adam.v.", parameters, &optimizer.second_moments());
+  optimizer.set_steps(adam_steps);
+  return state;
+}
+
+/// Writes the weights alone (an averaged model, paper §6.1), with the description.
+template <class T>
+void save_weights(const std::filesystem::path& path, grad::parameter_list<T>& parameters,
+                  const model_description& description) {
+  safetensors::writer out;
+  for (const auto& ref : parameters.refs())
+    out.add("model." + ref.name, detail::sizes_of(ref), static_cast<const T*>(ref.value));
+  for (const auto& [key, value] : description) out.set_metadata(key, value);
+  out.set_metadata("attn.format", weights_format);
+  out.save(path);
+}
+
+/// Loads the weights of a checkpoint or of a weights-only file (for translation).
+template <class T>
+void load_weights(const std::filesystem::path& path, grad::parameter_list<T>& parameters,
+                  const model_description& description) {
+  const auto file = safetensors::file::load(path, /*require_checksum=*/true);
+  const std::string format = detail::required(file, path, "attn.format");
+  if (format != checkpoint_format && format != weights_format)
+    throw safetensors::format_error(path, "attn.format is '" + format + "', expected '" +
+                                    checkpoint_format + "' or '" + weights_format + "'");
+  detail::check_description(file, path, description);
+  for (const auto& ref : parameters.refs()) {
+    const auto& info = file.at("model." + ref.name);
+    if (info.shape != detail::sizes_of(ref))
+      throw safetensors::format_error(path, "tensor 'model." + ref.name + "' has shape " +
+                                      detail::shape_text(info.shape) + ", the model expects " +
+                                      detail::shape_text(detail::sizes_of(ref)));
+  }
+  detail::load_tensors(file, "model.", parameters);
+}
+
+}  // namespace attn::train

@@ -1,0 +1,81 @@
+// The MPI communicator: data-parallel training over CPU processes started by mpirun, the
+// same code path the GPU communicator takes. Include it only where MPI is available.
+#pragma once
+
+// The C API only: Open MPI's deprecated C++ bindings do not compile warning-free.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+#include "communicator.hpp"
+
+namespace attn::train {
+
+class mpi_error : public std::runtime_error {
+ public:
+  mpi_error(const char* call, int code) : std::runtime_error(std::string("attn::train::mpi: ") + call + " failed: " + text(code)) {}
+
+ private:
+  static std::string text(int code) {
+    char message[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    return MPI_Error_string(code, message, &length) == MPI_SUCCESS ? std::string(message, length)
+                                                                  : "error " + std::to_string(code);
+  }
+};
+
+/// MPI_COMM_WORLD. Initialises MPI unless the program already did, and finalises what it
+/// initialised. Errors become exceptions instead of MPI's default abort.
+class mpi_communicator final : public communicator {
+ public:
+  mpi_communicator(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      check("MPI_Init", MPI_Init(argc, argv));
+      owns_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    check("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    check("MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  }
+  ~mpi_communicator() override {
+    if (owns_) MPI_Finalize();
+  }
+  mpi_communicator(const mpi_communicator&) = delete;
+  mpi_communicator& operator=(const mpi_communicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(std::span<float> values) override { reduce(values.data(), values.size(), MPI_FLOAT); }
+  void all_reduce_sum(std::span<double> values) override { reduce(values.data(), values.size(), MPI_DOUBLE); }
+  void barrier() override { check("MPI_Barrier", MPI_Barrier(MPI_COMM_WORLD)); }
+
+ private:
+  static void check(const char* call, int code) {
+    if (code != MPI_SUCCESS) throw mpi_error(call, code);
+  }
+  template <class T>
+  static void reduce(T* data, std::size_t count, MPI_Datatype type) {
+    while (count > 0) {  // MPI counts are int
+      const int chunk = static_cast<int>(std::min<std::size_t>(count, INT_MAX));
+      check("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, data, chunk, type, MPI_SUM, MPI_COMM_WORLD));
+      data += chunk;
+      count -= static_cast<std::size_t>(chunk);
+    }
+  }
+
+  int rank_ = 0, size_ = 1;
+  bool owns_ = false;
+};
+
+}  // namespace attn::train

@@ -1,0 +1,93 @@
+// Gradient buckets against a recording communicator that stands for identical processes.
+#include <doctest/doctest.h>
+
+#include <attn/cpu.hpp>
+#include <attn/grad/parameter.hpp>
+#include <attn/train/clip.hpp>
+#include <attn/train/communicator.hpp>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+using namespace attn;
+
+namespace {
+
+using row = dim<"row">;
+using col = dim<"col">;
+
+/// `processes` processes holding the same values: every sum multiplies by their number.
+class identical_processes final : public train::communicator {
+ public:
+  explicit identical_processes(int processes) : processes_(processes) {}
+  int rank() const override { return 0; }
+  int size() const override { return processes_; }
+  void all_reduce_sum(std::span<float> values) override {
+    messages.push_back(values.size());
+    for (float& v : values) v *= float(processes_);
+  }
+  void all_reduce_sum(std::span<double> values) override {
+    messages.push_back(values.size());
+    for (double& v : values) v *= processes_;
+  }
+  void barrier() override {}
+  std::vector<std::size_t> messages;
+
+ private:
+  int processes_;
+};
+
+struct three_parameters {
+  grad::parameter<float, shape<row, col>> small{extents<shape<row, col>>(2, 3)};
+  grad::parameter<float, shape<row>> tiny{extents<shape<row>>(1)};
+  grad::parameter<float, shape<row, col>> large{extents<shape<row, col>>(40, 10)};
+  grad::parameter_list<float> list;
+  three_parameters() {
+    list.add("small", small);
+    list.add("tiny", tiny);
+    list.add("large", large);
+    float next = 1;
+    for (auto& p : list.refs())
+      for (index_t i = 0; i < p.size; ++i) p.grad[i] = next++;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("train: gradient buckets sum every gradient once, small parameters packed together") {
+  three_parameters model;
+  // 64 bytes hold 16 floats: "small" (6) and "tiny" (1) share a bucket up to "large" (400), which
+  // passes the bucket size and so closes the bucket it is in.
+  train::gradient_buckets<float> buckets(model.list, 64);
+  CHECK(buckets.bucket_count() == 1);
+  train::gradient_buckets<float> separate(model.list, 16);  // 4 floats: "small" fills one
+  CHECK(separate.bucket_count() == 2);
+
+  identical_processes two(2);
+  separate.all_reduce(two);
+  CHECK(two.messages == std::vector<std::size_t>{6, 401});
+  float expected = 1;
+  for (const auto& p : model.list.refs())
+    for (index_t i = 0; i < p.size; ++i) CHECK(p.grad[i] == 2 * expected++);
+}
+
+TEST_CASE("train: one process sends nothing") {
+  three_parameters model;
+  train::gradient_buckets<float> buckets(model.list);
+  train::single_process one;
+  buckets.all_reduce(one);
+  CHECK(model.list.refs()[2].grad[399] == 407);
+}
+
+TEST_CASE("train: gradient norm and clipping") {
+  three_parameters model;
+  const double squares = 407.0 * 408.0 * 815.0 / 6.0;  // 1² + … + 407²
+  CHECK(train::gradient_norm(model.list) == doctest::Approx(std::sqrt(squares)).epsilon(1e-12));
+  const double before = train::clip_gradient_norm(model.list, 1.0);
+  CHECK(before == doctest::Approx(std::sqrt(squares)).epsilon(1e-12));
+  CHECK(train::gradient_norm(model.list) == doctest::Approx(1.0).epsilon(1e-6));
+  CHECK(train::clip_gradient_norm(model.list, 10.0) == doctest::Approx(1.0).epsilon(1e-6));  // under: unchanged
+  CHECK(train::gradient_norm(model.list) == doctest::Approx(1.0).epsilon(1e-6));
+  model.list.refs()[1].grad[0] = std::nanf("");
+  CHECK(std::isnan(train::clip_gradient_norm(model.list, 1.0)));
+}
