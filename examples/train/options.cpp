@@ -15,6 +15,8 @@ options parse(int argc, char** argv) {
       "--config and --batch-tokens, e.g. --config tiny --batch-tokens 2000 --warmup 1000.",
       "attn-train"};
   app.get_formatter()->column_width(34);
+  // A flag given twice takes its last value, so that overrides can be appended to a command.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   auto* data = "Data";
   app.add_option("--src", o.source, "training source text, one sentence a line")->required()->group(data);
@@ -116,7 +118,8 @@ options parse(int argc, char** argv) {
       ->group(run);
   app.add_flag("--resume", o.resume, "continue from the newest checkpoint in --out")->group(run);
   app.add_flag("--plot", o.plot, "draw the training curves into OUT/training.png (gnuplot)")->group(run);
-  app.add_option("--debug-nan-steps", o.debug_nan_steps, "poison the gradients of these steps (to test recovery)")
+  app.add_option("--debug-nan-steps", o.debug_nan_steps, "poison the gradients of these step attempts (tests recovery)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Debugging");
 
   app.footer(

@@ -41,7 +41,7 @@ struct options {
   int keep = 5;  // checkpoints kept (attn-average averages the last few)
   bool resume = false;
   bool plot = false;
-  std::vector<long> debug_nan_steps;  // poison the gradients of these steps (tests the recovery path)
+  std::vector<long> debug_nan_steps;  // poison the gradients of these step attempts (tests recovery)
 };
 
 /// Parses the command line; prints help or errors and exits on them (status 0 or 2).

@@ -36,11 +36,11 @@ class data_order {
 
   /// The batch at `position`, and the position after it.
   std::uint32_t at(const train::data_position& position) {
-    if (!order_ || epoch_ != position.epoch) {
+    if (order_.empty() || epoch_ != position.epoch) {
       order_ = train::epoch_order(batches_, seed_, position.epoch);
       epoch_ = position.epoch;
     }
-    return (*order_)[position.index];
+    return order_[position.index];
   }
   train::data_position next(train::data_position position) const {
     if (++position.index == batches_) position = {position.epoch + 1, 0};
@@ -50,7 +50,7 @@ class data_order {
  private:
   std::size_t batches_;
   std::uint64_t seed_;
-  std::optional<std::vector<std::uint32_t>> order_;
+  std::vector<std::uint32_t> order_;  // of epoch_
   std::uint64_t epoch_ = 0;
 };
 
@@ -143,6 +143,7 @@ int run(session& s) {
   const bool time_limited = o.max_minutes > 0;
   const long batches_per_step = long(ranks) * o.accumulate;
   long last_saved = o.resume ? state.step : -1;
+  long attempt = state.step;  // steps tried, skipped ones included: what --debug-nan-steps counts
   int exit_status = 0;
   auto window_start = bar.elapsed();
   double window_tokens = 0;
@@ -184,8 +185,9 @@ int run(session& s) {
     state.batches_seen += std::uint64_t(batches_per_step);
 
     const long step = state.step + 1;
+    ++attempt;
     for (long poisoned : o.debug_nan_steps)
-      if (poisoned == step && !parameters.refs().empty()) parameters.refs().front().grad[0] = std::nanf("");
+      if (poisoned == attempt && !parameters.refs().empty()) parameters.refs().front().grad[0] = std::nanf("");
     const double loss = sums[0] / step_tokens, perplexity = std::exp(sums[1] / step_tokens);
     const double norm = train::clip_gradient_norm(parameters, o.clip_norm);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {

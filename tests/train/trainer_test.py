@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""End-to-end tests of attn-train and attn-average on a generated toy corpus (toy_corpus.py):
+learning, bit-identical resumption, data-parallel processes under mpirun, and every kind of
+bad input the trainer promises to report.
+
+    python3 tests/train/trainer_test.py BUILD/examples/attn-train BUILD/examples/attn-average [unittest args]
+"""
+
+import json
+import math
+import os
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import safetensors_read  # noqa: E402
+import toy_corpus  # noqa: E402
+
+TRAIN = AVERAGE = None  # set from the command line
+WORK = None             # a temporary directory for the whole run
+
+# A small, fast model: tiny's widths with one layer, a 64-subword vocabulary.
+MODEL = ["--config", "tiny", "--layers", "1", "--vocab-size", "64", "--warmup", "100", "--lr-scale", "0.3"]
+
+
+def corpus():
+    data = WORK / "toy"
+    if not (data / "train.src").exists():
+        toy_corpus.write(data, "train", 2000, seed=7)
+        toy_corpus.write(data, "valid", 200, seed=8)
+    return ["--src", str(data / "train.src"), "--tgt", str(data / "train.tgt"),
+            "--valid-src", str(data / "valid.src"), "--valid-tgt", str(data / "valid.tgt")]
+
+
+def run(args, expect=0, program=None, **kwargs):
+    """Runs attn-train (or `program`) and checks its exit status; returns the process."""
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    done = subprocess.run([str(program or TRAIN)] + [str(a) for a in args], capture_output=True, text=True,
+                          env=env, timeout=900, **kwargs)
+    if done.returncode != expect:
+        raise AssertionError(f"exit status {done.returncode}, expected {expect}\n--- args: {args}\n"
+                             f"--- stderr:\n{done.stderr[-4000:]}")
+    return done
+
+
+def train(out, *extra, expect=0, threads=1, batch_tokens=150, **kwargs):
+    return run(corpus() + MODEL + ["--batch-tokens", batch_tokens, "--threads", threads, "--out", out]
+               + list(extra), expect=expect, **kwargs)
+
+
+def metrics(out, kind="train"):
+    lines = (Path(out) / "metrics.jsonl").read_text().splitlines()
+    return [record for record in map(json.loads, lines) if record["kind"] == kind]
+
+
+def floats(tensor):
+    dtype, shape, data = tensor
+    assert dtype == "F32", dtype
+    return struct.unpack(f"<{len(data) // 4}f", data)
+
+
+def model_tensors(path):
+    _, tensors = safetensors_read.load(path)
+    return {name: floats(t) for name, t in tensors.items() if name.startswith("model.")}
+
+
+class Learning(unittest.TestCase):
+    def test_a_tiny_model_learns_the_toy_translation(self):
+        out = WORK / "learn"
+        done = train(out, "--max-steps", 400, "--valid-every", 200, "--save-every", 200, "--log-every", 100,
+                     "--dropout", 0, "--plot", threads=2, batch_tokens=600)
+        valid = metrics(out, "valid")
+        self.assertEqual([v["step"] for v in valid], [200, 400])
+        # From about ln 64 = 4.2 to below 1.1: the floor with ε_ls = 0.1 and 64 classes is 0.64.
+        self.assertLess(valid[-1]["loss"], 1.1, valid)
+        self.assertLess(valid[-1]["ppl"], 1.6, valid)
+        steps = metrics(out)
+        self.assertEqual(len(steps), 400)
+        self.assertGreater(steps[0]["loss"], 3.5)
+        for key in ("loss", "ppl", "lr", "grad_norm", "tokens", "tokens_per_s", "elapsed_s"):
+            self.assertIn(key, steps[-1])
+        self.assertIn("validation ppl", done.stderr)
+        self.assertIn("step 400/400 | loss", done.stderr)
+        self.assertIn("ETA", done.stderr)
+        for name in ("vocab.model", "checkpoint-00000200.safetensors", "checkpoint-00000400.safetensors"):
+            self.assertTrue((out / name).is_file(), name)
+        self.assertEqual((out / "training.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+
+
+class Resume(unittest.TestCase):
+    def test_resumed_training_repeats_the_uninterrupted_run_exactly(self):
+        # Dropout on: the random stream's state must come back too. 2 000 steps straight beside
+        # 1 000 + resume + 1 000, both at once on the two cores.
+        common = ["--valid-every", 500, "--save-every", 250, "--keep", 8, "--log-every", 1000]
+        straight, split = WORK / "straight", WORK / "split"
+        args = lambda out, *more: ([str(TRAIN)] + corpus() + MODEL + ["--batch-tokens", "150", "--threads", "1",
+                                                                      "--out", str(out)] + [str(a) for a in common + list(more)])
+        env = dict(os.environ, OMP_WAIT_POLICY="passive")
+        whole = subprocess.Popen(args(straight, "--max-steps", 2000), env=env, stderr=subprocess.PIPE, text=True)
+        run(corpus() + MODEL + ["--batch-tokens", 150, "--threads", 1, "--out", split] + common + ["--max-steps", 1000])
+        run(corpus() + MODEL + ["--batch-tokens", 150, "--threads", 1, "--out", split] + common
+            + ["--max-steps", 2000, "--resume"])
+        _, stderr = whole.communicate(timeout=900)
+        self.assertEqual(whole.returncode, 0, stderr[-3000:])
+
+        a, b = metrics(straight), metrics(split)
+        self.assertEqual([r["step"] for r in a], list(range(1, 2001)))
+        self.assertEqual([r["step"] for r in b], list(range(1, 2001)))
+        for x, y in zip(a, b):
+            self.assertEqual((x["step"], x["loss"], x["ppl"], x["grad_norm"]), (y["step"], y["loss"], y["ppl"], y["grad_norm"]))
+        self.assertEqual([(v["step"], v["loss"]) for v in metrics(straight, "valid")],
+                         [(v["step"], v["loss"]) for v in metrics(split, "valid")])
+        final = "checkpoint-00002000.safetensors"
+        _, left = safetensors_read.load(straight / final)
+        _, right = safetensors_read.load(split / final)
+        self.assertEqual(left.keys(), right.keys())
+        for name in left:  # weights and Adam's moments, bit for bit
+            self.assertEqual(left[name], right[name], name)
+
+        # attn-average: the mean of the last three checkpoints, tensor by tensor.
+        run(["--run", straight, "--last", 3], program=AVERAGE)
+        averaged = model_tensors(straight / "averaged.safetensors")
+        parts = [model_tensors(straight / f"checkpoint-0000{s}.safetensors") for s in (1500, 1750, 2000)]
+        meta, _ = safetensors_read.load(straight / "averaged.safetensors")
+        self.assertEqual(meta["attn.format"], "attn-weights-1")
+        self.assertEqual(meta["attn.averaged_from"], "checkpoint-00001500.safetensors,checkpoint-00001750.safetensors,"
+                                                     "checkpoint-00002000.safetensors")
+        for name, values in averaged.items():
+            for i in range(0, len(values), 97):
+                mean = sum(p[name][i] for p in parts) / 3
+                self.assertAlmostEqual(values[i], mean, delta=1e-6 * max(1, abs(mean)))
+
+
+class DataParallel(unittest.TestCase):
+    def test_two_mpi_processes_equal_one_process_with_both_batches(self):
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            self.skipTest("mpirun not found (apt-get install openmpi-bin)")
+        steps = ["--max-steps", 4, "--save-every", 4, "--dropout", 0.1]
+        one = WORK / "one-process"
+        train(one, "--accum", 2, *steps)
+        two = WORK / "two-processes"
+        env = dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+        command = [mpirun, "-np", "2", "--oversubscribe", str(TRAIN)] + corpus() + MODEL + \
+                  ["--batch-tokens", "150", "--threads", "1", "--out", str(two)] + [str(a) for a in steps]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        self.assertIn("2 process(es) x 1 batch(es) a step", done.stderr)
+        for x, y in zip(metrics(one), metrics(two)):
+            self.assertEqual(x["tokens"], y["tokens"])
+            self.assertAlmostEqual(x["loss"], y["loss"], delta=1e-6 * x["loss"])
+        a = model_tensors(one / "checkpoint-00000004.safetensors")
+        b = model_tensors(two / "checkpoint-00000004.safetensors")
+        self.assertEqual(a.keys(), b.keys())
+        for name in a:
+            worst = max(abs(x - y) for x, y in zip(a[name], b[name]))
+            if name.endswith("key.bias"):
+                # A key bias adds the same q·b to every score of a query, which softmax ignores: its
+                # true gradient is 0, what is computed is rounding noise, and Adam turns noise of any
+                # size into steps of up to the learning rate. Bound it by the rates' sum.
+                self.assertLess(worst, sum(r["lr"] for r in metrics(one)) * 1.01, name)
+            else:
+                self.assertLess(worst, 1e-6, name)
+
+
+class BadInput(unittest.TestCase):
+    def write(self, name, text, mode="w"):
+        path = WORK / "bad" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "wb":
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+        return path
+
+    def test_help_and_bad_flags(self):
+        self.assertIn("--batch-tokens", run(["--help"]).stdout)
+        self.assertIn("--last", run(["--help"], program=AVERAGE).stdout)
+        done = run(["--src", "a", "--tgt", "b", "--batch-tokens", "lots"], expect=2)
+        self.assertIn("--batch-tokens", done.stderr)
+        run(["--src", "a"], expect=2)  # --tgt is required
+
+    def test_widths_that_are_not_compiled_are_named_with_those_that_are(self):
+        done = train(WORK / "bad-widths", "--d-model", 384, expect=1)
+        self.assertIn("no model is compiled for (d_model 384, d_ff 512, h 4, d_k 32, d_v 32)", done.stderr)
+        self.assertIn("tiny (d_model 128, d_ff 512, h 4, d_k 32, d_v 32)", done.stderr)
+
+    def test_line_counts_that_differ_are_named(self):
+        src = self.write("three.src", "a\nb\nc\n")
+        tgt = self.write("two.tgt", "x\ny\n")
+        done = run(["--src", src, "--tgt", tgt, "--out", WORK / "bad-lines"] + MODEL, expect=1)
+        self.assertIn(f"'{src}' has 3 lines but '{tgt}' has 2", done.stderr)
+
+    def test_invalid_utf8_is_named_with_file_and_line(self):
+        src = self.write("utf8.src", "good\nalso good\n")
+        tgt = self.write("utf8.tgt", b"fine\nbad \xff byte\n", mode="wb")
+        done = run(["--src", src, "--tgt", tgt, "--out", WORK / "bad-utf8"] + MODEL, expect=1)
+        self.assertIn(f"{tgt}:2: invalid UTF-8 at byte 4", done.stderr)
+
+    def test_empty_and_overlong_pairs_are_skipped_and_counted(self):
+        lines = [("ka lo mi", "MN CZ BY")] * 50 + [("", "AX")] + [("ka", "")] + [("ka " * 40, "AX")]
+        src = self.write("skip.src", "".join(s + "\n" for s, _ in lines))
+        tgt = self.write("skip.tgt", "".join(t + "\n" for _, t in lines))
+        done = run(["--src", src, "--tgt", tgt, "--out", WORK / "skip", "--max-length", 20, "--max-steps", 1,
+                    "--batch-tokens", 150, "--threads", 1, "--config", "tiny", "--layers", 1, "--vocab-size", 20])
+        self.assertIn("kept 50 of 53 sentence pairs; skipped 2 empty and 1 longer than 20 subwords (lines 51, 52, 53)",
+                      done.stderr)
+
+    def test_resume_without_a_checkpoint(self):
+        out = WORK / "no-checkpoint"
+        out.mkdir(parents=True, exist_ok=True)
+        done = train(out, "--resume", expect=1)
+        self.assertIn("vocab.model' is missing", done.stderr)
+        train(out, "--max-steps", 0)  # writes the vocabulary and a step-0 checkpoint
+        for path in out.glob("checkpoint-*"):
+            path.unlink()
+        done = train(out, "--resume", expect=1)
+        self.assertIn(f"--resume: no checkpoint-*.safetensors in '{out}'", done.stderr)
+
+    def test_damaged_or_foreign_checkpoints_are_refused_by_name(self):
+        out = WORK / "damaged"
+        train(out, "--max-steps", 2, "--save-every", 2)
+        checkpoint = out / "checkpoint-00000002.safetensors"
+        good = checkpoint.read_bytes()
+        # Another model (two layers) may not load it.
+        done = train(out, "--resume", "--layers", 2, "--max-steps", 3, expect=1)
+        self.assertIn(f"{checkpoint}: written for model.layers = 1, but this model has model.layers = 2", done.stderr)
+        # Truncated, and one bit flipped in the tensor data: named, never loaded.
+        checkpoint.write_bytes(good[: len(good) // 2])
+        done = train(out, "--resume", "--max-steps", 3, expect=1)
+        self.assertIn(str(checkpoint), done.stderr)
+        self.assertIn("truncated", done.stderr)
+        flipped = bytearray(good)
+        flipped[len(good) - 1000] ^= 0x10
+        checkpoint.write_bytes(bytes(flipped))
+        done = train(out, "--resume", "--max-steps", 3, expect=1)
+        self.assertIn(f"{checkpoint}: checksum mismatch", done.stderr)
+        # A run directory that holds checkpoints is not overwritten by a new run.
+        checkpoint.write_bytes(good)
+        done = train(out, "--max-steps", 3, expect=1)
+        self.assertIn("already holds checkpoints: pass --resume", done.stderr)
+        train(out, "--resume", "--max-steps", 3)
+
+    def test_non_finite_steps_are_skipped_then_stop_the_run(self):
+        out = WORK / "nan-once"
+        done = train(out, "--max-steps", 5, "--debug-nan-steps", 3)
+        self.assertIn("warning: step 3 skipped: non-finite gradient norm (1 in a row)", done.stderr)
+        self.assertEqual([r["step"] for r in metrics(out)], [1, 2, 3, 4, 5])  # the step is taken again
+        self.assertEqual(metrics(out, "skipped")[0]["step"], 3)
+
+        out = WORK / "nan-always"
+        done = train(out, "--max-steps", 10, "--debug-nan-steps", 3, "--max-bad-steps", 1, expect=3)
+        self.assertIn("stopping: 1 steps in a row were not finite", done.stderr)
+        self.assertTrue((out / "checkpoint-00000002.safetensors").is_file())
+        # The checkpoint kept holds finite weights that a resumed run trains on.
+        self.assertTrue(all(math.isfinite(v) for t in model_tensors(out / "checkpoint-00000002.safetensors").values()
+                            for v in t[:50]))
+
+    def test_a_full_disk_keeps_the_previous_checkpoint(self):
+        out = WORK / "full-disk"
+        train(out, "--max-steps", 2, "--save-every", 2)
+        previous = out / "checkpoint-00000002.safetensors"
+        before = previous.read_bytes()
+
+        def small_files():  # every file write past 1 MB fails with EFBIG, as on a full disk
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+        done = train(out, "--resume", "--max-steps", 4, "--save-every", 4, expect=1, preexec_fn=small_files)
+        self.assertIn("could not save a checkpoint", done.stderr)
+        self.assertIn("File too large", done.stderr)
+        self.assertIn(f"the previous checkpoint {previous} is kept", done.stderr)
+        self.assertEqual(previous.read_bytes(), before)
+        self.assertEqual(sorted(p.name for p in out.glob("checkpoint-*")), [previous.name])
+
+    def test_sigint_saves_a_checkpoint_to_resume_from(self):
+        out = WORK / "interrupted"
+        command = [str(TRAIN)] + corpus() + MODEL + ["--batch-tokens", "150", "--threads", "1", "--out", str(out),
+                                                      "--max-steps", "100000", "--log-every", "20"]
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
+                                   env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+        for line in process.stderr:  # wait until it is training
+            if line.startswith("step 20/"):
+                break
+        process.send_signal(signal.SIGINT)
+        rest = process.stderr.read()
+        self.assertEqual(process.wait(timeout=120), 128 + signal.SIGINT, rest)
+        self.assertIn("(stopped by a signal)", rest)
+        saved = sorted(out.glob("checkpoint-*.safetensors"))
+        self.assertEqual(len(saved), 1)
+        step = int(saved[0].stem.split("-")[1])
+        self.assertGreaterEqual(step, 20)
+        done = train(out, "--resume", "--max-steps", step + 2)
+        self.assertIn(f"resumed from {saved[0]} at step {step}", done.stderr)
+
+    def test_a_wall_clock_budget_ends_with_a_checkpoint(self):
+        out = WORK / "budget"
+        started = time.monotonic()
+        done = train(out, "--max-steps", 1000000, "--max-minutes", 0.05)
+        self.assertLess(time.monotonic() - started, 60)
+        self.assertIn("(end of training)", done.stderr)
+        self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1)
+
+
+def main():
+    global TRAIN, AVERAGE, WORK
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    TRAIN, AVERAGE = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    with tempfile.TemporaryDirectory(prefix="attn-trainer-test-") as work:
+        WORK = Path(work)
+        unittest.main(argv=[sys.argv[0]] + sys.argv[3:], verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
