@@ -19,41 +19,18 @@ import subprocess
 import sys
 import time
 
-CONFIGS = {  # d_model, d_ff, heads, layers (N)
-    "tiny": (128, 512, 4, 2),
-    "small": (256, 1024, 4, 3),
-    "base": (512, 2048, 8, 6),
-}
+from torch_reference import CONFIGS  # torch-free import: the model itself lives in the worker
 
+# Runs under --python; imports the model from bench/torch_reference.py (stock nn.Transformer).
 TORCH_WORKER = r'''
-import json, math, sys, time, torch
-torch.manual_seed(0)
+import json, sys, time
 a = json.loads(sys.argv[1])
+sys.path.insert(0, a["bench_dir"])
+import torch
+from torch_reference import Model
+torch.manual_seed(0)
 torch.set_num_threads(a["threads"])
-d, ff, h, n = a["d_model"], a["d_ff"], a["heads"], a["layers"]
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Embedding(a["vocab"], d)  # shared: source, target, output (§3.4)
-        torch.nn.init.normal_(self.embed.weight, 0.0, d ** -0.5)
-        self.core = torch.nn.Transformer(d, h, n, n, ff, dropout=0.1, batch_first=True)
-        self.drop = torch.nn.Dropout(0.1)
-        length = max(a["src_len"], a["tgt_len"])
-        pos = torch.arange(length).unsqueeze(1)
-        rate = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
-        pe = torch.zeros(length, d)
-        pe[:, 0::2] = torch.sin(pos * rate)
-        pe[:, 1::2] = torch.cos(pos * rate)
-        self.register_buffer("pe", pe)
-    def embed_tokens(self, ids):
-        return self.drop(self.embed(ids) * math.sqrt(d) + self.pe[: ids.shape[1]])
-    def forward(self, src, tgt):
-        mask = self.core.generate_square_subsequent_mask(tgt.shape[1])
-        out = self.core(self.embed_tokens(src), self.embed_tokens(tgt), tgt_mask=mask)
-        return out @ self.embed.weight.t()
-
-model = Model()
+model = Model(a["vocab"], a["d_model"], a["d_ff"], a["heads"], a["layers"], max(a["src_len"], a["tgt_len"]))
 opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
 g = torch.Generator().manual_seed(2)
@@ -91,7 +68,8 @@ def run_attn(build, config, args, env):
 def run_torch(config, args, env):
     d, ff, h, n = CONFIGS[config]
     spec = dict(d_model=d, d_ff=ff, heads=h, layers=n, vocab=args.vocab, batch=args.batch, src_len=args.len,
-                tgt_len=args.len, steps=args.steps, warmup=args.warmup, threads=args.threads)
+                tgt_len=args.len, steps=args.steps, warmup=args.warmup, threads=args.threads,
+                bench_dir=os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([args.python, "-c", TORCH_WORKER, json.dumps(spec)], env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds attn and runs every test suite (unit, compile_fail, consumer, gpu, which
-# SKIPs without a GPU, examples), then the unit tests again under
+# SKIPs without a GPU, examples, data, train), then the unit tests again under
 # AddressSanitizer and UBSan.
 # Exits non-zero on any failure. Works from any directory.
 set -euo pipefail
@@ -31,12 +31,14 @@ heading "configure (build-asan/: AddressSanitizer + UBSan)"
 # -O1 -g: sanitized Eigen code at -O2 compiles several times slower for no more findings.
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
   -Doptimization=1 -Ddebug=true -Dbenchmarks=disabled -Dcuda=disabled
-# The unit tests of core, expr, cpu, grad and the loss; the whole-model tests (unit-model)
-# ran above and are left out here, see tests/unit/meson.build.
+# The unit tests of core, expr, cpu, grad and the loss (unit), and of text, data, batching,
+# checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed); the
+# whole-model tests (unit-model) ran above and are left out here, see tests/unit/meson.build.
 heading "compile (build-asan/: the unit tests)"
-meson compile -C build-asan unit
-heading "test: unit under sanitizers"
+asan_tests=(unit unit-train)
+meson compile -C build-asan "${asan_tests[@]}"
+heading "test: ${asan_tests[*]} under sanitizers"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-  meson test -C build-asan --no-rebuild unit --print-errorlogs
+  meson test -C build-asan --no-rebuild "${asan_tests[@]}" --print-errorlogs
 
 heading "all tests passed"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <unordered_map>
+#include <map>
 
 namespace attn {
 
@@ -49,11 +49,15 @@ class host_block_cache {
     return (bytes + quarter - 1) / quarter * quarter;
   }
 
-  void* take(std::size_t bytes) {
+  /// The smallest kept block of at least `bytes` and at most twice that, or null; `bytes`
+  /// becomes its size. Taking a larger block, not only an equal one, is what keeps the cache
+  /// from filling with blocks of every size when batch shapes vary (a trainer's batches).
+  void* take(std::size_t& bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto found = free_.find(bytes);
-    if (found == free_.end()) return nullptr;
+    auto found = free_.lower_bound(bytes);
+    if (found == free_.end() || found->first > 2 * bytes) return nullptr;
     void* p = found->second;
+    bytes = found->first;
     free_.erase(found);
     cached_ -= bytes;
     return p;
@@ -84,7 +88,7 @@ class host_block_cache {
 
  private:
   std::mutex mutex_;
-  std::unordered_multimap<std::size_t, void*> free_;
+  std::multimap<std::size_t, void*> free_;  // by size, for best fit
   std::size_t cached_ = 0;
 };
 }  // namespace detail
@@ -104,7 +108,7 @@ struct memory<cpu> {
   /// Aligned storage with unspecified contents, for results about to be written. Its size
   /// class sits in a header one alignment unit before the returned address.
   static void* allocate_uninitialized(std::size_t bytes) {
-    const std::size_t total = detail::host_block_cache::size_class(rounded(bytes) + alignment);
+    std::size_t total = detail::host_block_cache::size_class(rounded(bytes) + alignment);
     void* block = detail::host_block_cache::instance().take(total);
     if (block == nullptr) block = std::aligned_alloc(alignment, total);
     if (block == nullptr) throw std::bad_alloc();

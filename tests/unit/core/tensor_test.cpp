@@ -66,3 +66,24 @@ TEST_CASE("a tensor can be built from an expression") {
   static_assert(std::is_same_v<decltype(e), attn::tensor<float, row, attn::cpu>>);
   CHECK(e(3, 5) == 46.0f);
 }
+
+TEST_CASE("core: freed host blocks are reused for requests up to twice smaller, not smaller still") {
+  using host = attn::memory<attn::cpu>;
+  auto& cache = attn::detail::host_block_cache::instance();
+  host::release_cached();
+  void* big = host::allocate_uninitialized(1 << 20);
+  host::deallocate(big);
+  const std::size_t kept = cache.cached_bytes();
+  CHECK(kept >= (1 << 20));
+  void* smaller = host::allocate_uninitialized(600 << 10);  // fits in the 1 MiB block: taken
+  CHECK(smaller == big);
+  CHECK(cache.cached_bytes() == 0);
+  host::deallocate(smaller);
+  CHECK(cache.cached_bytes() == kept);  // it goes back whole
+  void* much_smaller = host::allocate_uninitialized(300 << 10);  // under half: a block of its own
+  CHECK(much_smaller != big);
+  CHECK(cache.cached_bytes() == kept);
+  host::deallocate(much_smaller);
+  host::release_cached();
+  CHECK(cache.cached_bytes() == 0);
+}

@@ -1,0 +1,77 @@
+"""PyTorch reference of attn's Transformer, shared by bench/step_vs_torch.py and bench/train_vs_torch.py.
+
+torch.nn.Transformer (post-norm, ReLU) between one embedding matrix shared by source, target
+and output projection (§3.4, scaled by √d_model, drawn with deviation d_model^-1/2 as attn
+does) and sinusoidal positions (§3.5), with dropout on the embeddings. The model runs in the
+scripts' worker processes, under the system python3 with Debian's python3-torch.
+
+like_attn=False is stock nn.Transformer, as step_vs_torch.py has always timed it: a final
+LayerNorm on each stack, and dropout also on the attention weights and inside the FFN.
+like_attn=True removes those three, so the model is attn's (same parameters, same count) and
+dropout falls only on embeddings and residuals (§5.4).
+
+The scripts' parent processes only read CONFIGS and need no torch: torch is imported when
+Model or sinusoids is first asked for (module __getattr__, PEP 562).
+"""
+import math
+
+CONFIGS = {  # d_model, d_ff, heads, layers (N); d_k = d_v = d_model / h
+    "tiny": (128, 512, 4, 2),
+    "small": (256, 1024, 4, 3),
+    "base": (512, 2048, 8, 6),
+}
+
+
+def _define():
+    import torch
+
+    def sinusoids(length, d_model):
+        """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...): [length, d_model]."""
+        pos = torch.arange(length).unsqueeze(1)
+        rate = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(length, d_model)
+        pe[:, 0::2] = torch.sin(pos * rate)
+        pe[:, 1::2] = torch.cos(pos * rate)
+        return pe
+
+    class Model(torch.nn.Module):
+        def __init__(self, vocab, d_model, d_ff, heads, layers, max_length, dropout=0.1, like_attn=False):
+            super().__init__()
+            self.d_model = d_model
+            self.embed = torch.nn.Embedding(vocab, d_model)  # shared: source, target, output (§3.4)
+            torch.nn.init.normal_(self.embed.weight, 0.0, d_model ** -0.5)
+            self.core = torch.nn.Transformer(d_model, heads, layers, layers, d_ff, dropout=dropout, batch_first=True)
+            self.drop = torch.nn.Dropout(dropout)
+            self.register_buffer("pe", sinusoids(max_length, d_model))
+            if like_attn:
+                self.core.encoder.norm = None
+                self.core.decoder.norm = None
+                for layer in list(self.core.encoder.layers) + list(self.core.decoder.layers):
+                    layer.dropout = torch.nn.Identity()  # inside the FFN, after the ReLU
+                    layer.self_attn.dropout = 0.0        # on the attention weights
+                    if hasattr(layer, "multihead_attn"):
+                        layer.multihead_attn.dropout = 0.0
+
+        def embed_tokens(self, ids):  # [batch, len] -> [batch, len, d_model]
+            return self.drop(self.embed(ids) * math.sqrt(self.d_model) + self.pe[: ids.shape[1]])
+
+        def forward(self, src, tgt, pad=None):
+            """Logits [batch, tgt, vocab]. With `pad`, keys that are padding are masked in every
+            attention (encoder, decoder self-attention, encoder-decoder), as attn does."""
+            mask = self.core.generate_square_subsequent_mask(tgt.shape[1])
+            src_pad = tgt_pad = None
+            if pad is not None:
+                src_pad, tgt_pad = src == pad, tgt == pad
+            out = self.core(self.embed_tokens(src), self.embed_tokens(tgt), tgt_mask=mask,
+                            src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                            memory_key_padding_mask=src_pad)
+            return out @ self.embed.weight.t()
+
+    return {"torch": torch, "sinusoids": sinusoids, "Model": Model}
+
+
+def __getattr__(name):
+    if name in ("Model", "sinusoids"):
+        globals().update(_define())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
