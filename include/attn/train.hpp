@@ -1,5 +1,10 @@
-// Training: the label-smoothed loss, Adam and the learning-rate schedule of paper §5.
+// Training: the label-smoothed loss, Adam and the learning-rate schedule of paper §5, gradient
+// clipping and communicators. Data, batching, checkpoints and MPI need SentencePiece,
+// nlohmann-json or MPI, so they are included one by one (train/data.hpp, train/batching.hpp,
+// train/checkpoint.hpp, train/mpi.hpp).
 #pragma once
 
 #include "train/adam.hpp"
+#include "train/clip.hpp"
+#include "train/communicator.hpp"
 #include "train/loss.hpp"

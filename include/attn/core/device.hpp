@@ -28,11 +28,24 @@ struct memory;
 namespace detail {
 /// Freed host blocks of 64 KiB and more, kept by size class for the next allocation of that
 /// class: a training step allocates the same activation sizes every time, and returning them
-/// to the system (glibc maps blocks over 32 MiB afresh) costs page faults and zeroing.
+/// to the system (glibc maps blocks over 32 MiB afresh) costs page faults and zeroing. At most
+/// 256 MiB are kept (ATTN_HOST_CACHE_MIB changes it): on a trainer's varying batches a 2 GiB
+/// cache raised peak memory by 30% for no measurable speed (docs/benchmarks.md).
 class host_block_cache {
  public:
   static constexpr std::size_t smallest = std::size_t{64} << 10;
-  static constexpr std::size_t limit = std::size_t{2} << 30;  // bytes kept at most
+  static constexpr std::size_t default_limit = std::size_t{256} << 20;
+
+  /// Bytes kept at most: ATTN_HOST_CACHE_MIB from the environment, else default_limit.
+  static std::size_t limit() {
+    static const std::size_t bytes = [] {
+      const char* text = std::getenv("ATTN_HOST_CACHE_MIB");
+      char* end = nullptr;
+      const unsigned long long mib = text != nullptr ? std::strtoull(text, &end, 10) : 0;
+      return text != nullptr && end != text && *end == '\0' ? std::size_t(mib) << 20 : default_limit;
+    }();
+    return bytes;
+  }
 
   /// Never destroyed, so tensors with static storage may outlive every other static.
   static host_block_cache& instance() {
@@ -67,7 +80,7 @@ class host_block_cache {
   bool give(void* p, std::size_t bytes) {
     if (bytes < smallest) return false;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + bytes > limit) return false;
+    if (cached_ + bytes > limit()) return false;
     free_.emplace(bytes, p);
     cached_ += bytes;
     return true;
