@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,20 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace st = attn::train::safetensors;
 
-/// OUT/checkpoint-<step>.safetensors of a run directory, oldest first.
-std::vector<fs::path> checkpoints_in(const fs::path& directory) {
-  static const std::regex pattern(R"(checkpoint-\d{8,}\.safetensors)");
-  std::vector<fs::path> found;
-  for (const auto& entry : fs::directory_iterator(directory))
-    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), pattern))
-      found.push_back(entry.path());
-  std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) {
-    const auto x = a.filename().string(), y = b.filename().string();
-    return x.size() != y.size() ? x.size() < y.size() : x < y;
-  });
-  return found;
-}
-
 /// The metadata that says which model a file belongs to: every "model.*" key.
 std::map<std::string, std::string> model_description(const st::file& file) {
   std::map<std::string, std::string> description;
@@ -40,52 +25,52 @@ std::map<std::string, std::string> model_description(const st::file& file) {
 }
 
 int average(const std::vector<fs::path>& inputs, const fs::path& output) {
-  std::vector<st::file> files;
+  // One file in memory at a time (a big model's checkpoint with its Adam moments is 2.6 GB);
+  // sums in double, so that the mean of k float checkpoints is exact to float precision.
+  std::vector<std::string> names;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::map<std::string, std::string> description;
+  std::vector<std::vector<double>> sums;
+  fs::path first;
   for (const auto& path : inputs) {
-    files.push_back(st::file::load(path));
+    const auto file = st::file::load(path);
+    if (names.empty()) {
+      first = path;
+      for (const auto& name : file.names())
+        if (name.starts_with("model.")) names.push_back(name);
+      if (names.empty()) throw st::format_error(path, "holds no model.* tensors: not an attn checkpoint");
+      description = model_description(file);
+      for (const auto& name : names) {
+        shapes.push_back(file.at(name).shape);
+        sums.emplace_back(file.at(name).bytes / sizeof(float), 0.0);
+      }
+    } else if (model_description(file) != description) {
+      throw st::format_error(path, "belongs to another model than " + first.string() + " (its model.* metadata differ)");
+    }
+    for (std::size_t t = 0; t < names.size(); ++t) {
+      const auto& info = file.at(names[t]);
+      if (info.type != st::dtype::f32 || info.shape != shapes[t])
+        throw st::format_error(path, "tensor '" + names[t] + "' differs in type or shape from " + first.string());
+      const auto values = file.values<float>(names[t]);
+      for (std::size_t i = 0; i < values.size(); ++i) sums[t][i] += values[i];
+    }
     std::fprintf(stderr, "read %s\n", path.c_str());
   }
-  const st::file& first = files.front();
-  std::vector<std::string> names;
-  for (const auto& name : first.names())
-    if (name.starts_with("model.")) names.push_back(name);
-  if (names.empty()) throw st::format_error(first.path(), "holds no model.* tensors: not an attn checkpoint");
-  const auto description = model_description(first);
-  for (const auto& file : files) {
-    if (model_description(file) != description)
-      throw st::format_error(file.path(), "belongs to another model than " + first.path().string() +
-                                              " (its model.* metadata differ)");
-    for (const auto& name : names) {
-      const auto& info = file.at(name);
-      const auto& reference = first.at(name);
-      if (info.type != st::dtype::f32 || info.shape != reference.shape)
-        throw st::format_error(file.path(), "tensor '" + name + "' differs in type or shape from " +
-                                                first.path().string());
-    }
-  }
 
-  // Sums in double, so that the mean of k float checkpoints is exact to float precision.
   std::vector<std::vector<float>> means;
-  means.reserve(names.size());
-  for (const auto& name : names) {
-    std::vector<double> sum(first.at(name).bytes / sizeof(float), 0.0);
-    for (const auto& file : files) {
-      const auto values = file.values<float>(name);
-      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += values[i];
-    }
+  for (const auto& sum : sums) {
     auto& mean = means.emplace_back(sum.size());
-    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = float(sum[i] / double(files.size()));
+    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = float(sum[i] / double(inputs.size()));
   }
-
   st::writer out;
-  for (std::size_t i = 0; i < names.size(); ++i) out.add(names[i], first.at(names[i]).shape, means[i].data());
+  for (std::size_t t = 0; t < names.size(); ++t) out.add(names[t], shapes[t], means[t].data());
   for (const auto& [key, value] : description) out.set_metadata(key, value);
   out.set_metadata("attn.format", attn::train::weights_format);
   std::string sources;
   for (const auto& path : inputs) sources += (sources.empty() ? "" : ",") + path.filename().string();
   out.set_metadata("attn.averaged_from", sources);
   out.save(output);
-  std::fprintf(stderr, "wrote %s: the mean of %zu checkpoints\n", output.c_str(), files.size());
+  std::fprintf(stderr, "wrote %s: the mean of %zu checkpoints\n", output.c_str(), inputs.size());
   return 0;
 }
 
@@ -119,7 +104,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!run.empty()) {
-      auto found = checkpoints_in(run);
+      auto found = attn::train::checkpoint_files(run);
       if (found.empty()) throw std::runtime_error("no checkpoint-*.safetensors in '" + run.string() + "'");
       if (int(found.size()) < last)
         std::fprintf(stderr, "attn-average: warning: '%s' holds %zu checkpoints, fewer than --last %d\n", run.c_str(),

@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -51,9 +52,8 @@ std::unique_ptr<train::communicator> make_communicator([[maybe_unused]] int* arg
 #if defined(ATTN_TRAIN_MPI)
   if (launched_by_mpi()) return std::make_unique<train::mpi_communicator>(argc, argv);
 #else
-  if (launched_by_mpi())
-    std::fprintf(stderr, "attn-train: warning: started by an MPI launcher, but built without MPI: every process "
-                         "trains alone (install libopenmpi-dev and rebuild)\n");
+  if (launched_by_mpi())  // each process would think itself alone and write the same files
+    throw std::runtime_error("started by an MPI launcher, but built without MPI (install libopenmpi-dev and rebuild)");
 #endif
   return std::make_unique<train::single_process>();
 }
@@ -63,13 +63,18 @@ std::unique_ptr<train::communicator> make_communicator([[maybe_unused]] int* arg
 text::subword_model prepare_vocabulary(const options& o, train::communicator& comm) {
   const auto saved = o.out / "vocab.model";
   if (o.resume) {
+    if (!o.vocabulary.empty() && comm.rank() == 0)
+      std::fprintf(stderr, "attn-train: --resume uses the run's own %s; --vocab is ignored\n", saved.c_str());
     if (!std::filesystem::exists(saved))
       throw std::runtime_error("--resume: '" + saved.string() + "' is missing; it was written beside the checkpoints");
     return text::subword_model::load(saved);
   }
   if (comm.rank() == 0) {
     if (!o.vocabulary.empty()) {
-      std::filesystem::copy_file(o.vocabulary, saved, std::filesystem::copy_options::overwrite_existing);
+      const auto given = text::subword_model::load(o.vocabulary);  // refuse a bad file before copying it
+      std::error_code same;
+      if (!std::filesystem::equivalent(o.vocabulary, saved, same))
+        std::filesystem::copy_file(o.vocabulary, saved, std::filesystem::copy_options::overwrite_existing);
     } else {
       std::fprintf(stderr, "training a %d-subword BPE vocabulary on %s and %s\n", o.vocabulary_size,
                    o.source.c_str(), o.target.c_str());
@@ -81,15 +86,13 @@ text::subword_model prepare_vocabulary(const options& o, train::communicator& co
   return text::subword_model::load(saved);
 }
 
-std::vector<train::example> read_examples(const std::filesystem::path& source, const std::filesystem::path& target,
-                                          const session& s, const char* what) {
-  const auto text = train::read_parallel(source, target);
+/// Encodes checked parallel text, reporting what was skipped.
+std::vector<train::example> encode(const train::parallel_text& text, const session& s, const std::string& where,
+                                   const char* what) {
   train::filter_report report;
   auto examples = train::encode_pairs(text, s.vocabulary, std::size_t(s.opts.max_length), report);
   if (s.leader()) std::fprintf(stderr, "%s: %s\n", what, report.summary().c_str());
-  if (examples.empty())
-    throw std::runtime_error(std::string(what) + ": no usable sentence pairs in '" + source.string() + "' and '" +
-                             target.string() + "'");
+  if (examples.empty()) throw std::runtime_error(std::string(what) + ": no usable sentence pairs in " + where);
   return examples;
 }
 
@@ -118,36 +121,39 @@ const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper)
   if (o.layers) hyper.layers = o.layers;
   if (o.dropout >= 0) hyper.dropout = o.dropout;
   if (!o.positions.empty()) hyper.positions = o.positions == "learned" ? nn::positional::learned : nn::positional::sinusoidal;
-  if (hyper.positions == nn::positional::learned && o.max_length + 1 > nn::config<nn::widths<1, 1, 1, 1, 1>>::max_positions)
-    throw std::runtime_error("--positions learned holds " +
-                             std::to_string(nn::config<nn::widths<1, 1, 1, 1, 1>>::max_positions) +
+  if (hyper.positions == nn::positional::learned && o.max_length + 1 > nn::default_max_positions)
+    throw std::runtime_error("--positions learned holds " + std::to_string(nn::default_max_positions) +
                              " positions; lower --max-length to fit");
   return *chosen;
 }
 
-int train_main(int argc, char** argv) {
-  options o = parse(argc, argv);
-  auto comm = make_communicator(&argc, &argv);
-#if defined(_OPENMP)
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-#endif
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
-
+int train(const options& o, train::communicator& comm) {
   std::filesystem::create_directories(o.out);
-  if (!o.resume && comm->rank() == 0 && checkpoint_directory(o.out, o.keep).newest())
+  const checkpoint_directory checkpoints(o.out, o.keep);
+  if (o.resume && !checkpoints.newest())  // before anything else: a mistyped --out says so
+    throw std::runtime_error("--resume: no checkpoint-*.safetensors in '" + o.out.string() + "'");
+  if (!o.resume && checkpoints.newest())
     throw std::runtime_error("'" + o.out.string() + "' already holds checkpoints: pass --resume to continue that run, "
                              "or choose another --out");
 
   nn::hyperparameters hyper;
   const compiled_model& model = choose_model(o, hyper);
-  session s{o, comm.get(), prepare_vocabulary(o, *comm), model.name, hyper};
-  s.train_examples = read_examples(o.source, o.target, s, "training data");
+  // Line counts and UTF-8 are checked before minutes go into a vocabulary.
+  const auto train_text = train::read_parallel(o.source, o.target);
+  std::optional<train::parallel_text> valid_text;
+  if (!o.valid_source.empty()) valid_text = train::read_parallel(o.valid_source, o.valid_target);
+
+  session s{o, &comm, prepare_vocabulary(o, comm), model.name, hyper};
+  s.train_examples = encode(train_text, s, "'" + o.source.string() + "' and '" + o.target.string() + "'", "training data");
   s.train_batches = train::plan_batches(s.train_examples, std::size_t(o.batch_tokens), o.seed);
-  if (!o.valid_source.empty()) {
-    s.valid_examples = read_examples(o.valid_source, o.valid_target, s, "validation data");
+  if (valid_text) {
+    s.valid_examples = encode(*valid_text, s, "'" + o.valid_source.string() + "' and '" + o.valid_target.string() + "'",
+                              "validation data");
     s.valid_batches = train::plan_batches(s.valid_examples, std::size_t(o.batch_tokens), o.seed);
+  }
+  if (const int signal = stop_signal().load(); signal != 0) {  // stopped while preparing: nothing to save
+    if (s.leader()) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
+    return 128 + signal;
   }
   return model.train(s);
 }
@@ -156,10 +162,27 @@ int train_main(int argc, char** argv) {
 }  // namespace attn::trainer
 
 int main(int argc, char** argv) {
+  using namespace attn::trainer;
+  const options o = parse(argc, argv);
+  std::unique_ptr<attn::train::communicator> comm;
   try {
-    return attn::trainer::train_main(argc, argv);
+    comm = make_communicator(&argc, &argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-train: %s\n", e.what());
+    return 1;
+  }
+#if defined(_OPENMP)
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+#endif
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
+  try {
+    return train(o, *comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attn-train: %s\n", e.what());
+    // The other processes may be waiting in a collective for this one: end them all.
+    if (comm->size() > 1) comm->abort(1);
     return 1;
   }
 }

@@ -1,5 +1,7 @@
 // The widths attn-train is compiled for. Each is a translation unit of its own (model_*.cpp),
 // so that they compile in parallel; a new one is a file of three lines and a line here.
+#include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -25,12 +27,6 @@ int train_table3_c_d1024(session&);
 int train_table3_c_ff1024(session&);
 int train_table3_c_ff4096(session&);
 #endif
-
-template <class C>
-constexpr model_widths widths_of() {
-  return {int(C::d_model::extent), int(C::d_ff::extent), int(C::heads::extent), int(C::d_k::extent),
-          int(C::d_v::extent)};
-}
 
 std::span<const compiled_model> compiled_models() {
   static const compiled_model models[] = {
@@ -79,7 +75,24 @@ train::model_description session::description(const model_widths& widths) const 
       {"model.vocab_size", std::to_string(vocabulary.size())},
       {"model.norm", "post"},
       {"model.tied_embeddings", "true"},
+      {"data.batch_plan", batch_plan_digest()},
   };
+}
+
+std::string session::batch_plan_digest() const {
+  // A checkpoint's data position indexes this plan: other data, --batch-tokens, --max-length or
+  // vocabulary give another plan, where that position would mean nothing.
+  std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a over the batches' sizes and indices
+  auto mix = [&](std::uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte, value >>= 8) hash = (hash ^ (value & 0xff)) * 0x100000001b3ULL;
+  };
+  for (const auto& batch : train_batches) {
+    mix(batch.size());
+    for (std::uint32_t index : batch) mix(index);
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%zu batches, %016llx", train_batches.size(), static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace attn::trainer

@@ -15,7 +15,7 @@ struct options {
   int vocabulary_size = 8000;
   int max_length = 256;  // subwords a side; longer pairs are skipped and counted
 
-  // Model: a preset and Table 3's overrides. Widths must be compiled in (models.hpp); N,
+  // Model: a preset and Table 3's overrides. Widths must be compiled in (models.cpp); N,
   // P_drop, ε_ls and the kind of positions are free.
   std::string preset = "base";
   int d_model = 0, d_ff = 0, heads = 0, d_k = 0, d_v = 0, layers = 0;  // 0: the preset's

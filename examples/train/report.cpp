@@ -1,7 +1,11 @@
 // Progress line, metrics log and plots of attn-train.
 #include "report.hpp"
 
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cmath>
 #include <cstdio>
@@ -23,19 +27,24 @@ std::string format_duration(double seconds) {
   return text;
 }
 
-metrics_log::metrics_log(const std::filesystem::path& path, long resumed_step) : path_(path) {
+metrics_log::metrics_log(const std::filesystem::path& path, long resumed_step) {
   if (resumed_step >= 0 && std::filesystem::exists(path)) {
-    std::vector<std::string> kept;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<long>() <= resumed_step)
-        kept.push_back(line);
+    // Rewritten beside and renamed over, so that a crash here cannot lose the history.
+    const auto rewritten = std::filesystem::path(path.string() + ".tmp");
+    {
+      std::ifstream in(path);
+      std::ofstream out(rewritten, std::ios::trunc);
+      for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<long>() <= resumed_step)
+          out << line << '\n';
+      }
+      if (!out.flush()) throw std::runtime_error("cannot write '" + rewritten.string() + "'");
     }
-    std::ofstream rewrite(path, std::ios::trunc);
-    for (const auto& line : kept) rewrite << line << '\n';
+    std::filesystem::rename(rewritten, path);
   }
-  out_.open(path, std::ios::app);
+  // A new run starts a new log; a resumed one goes on with its own.
+  out_.open(path, resumed_step >= 0 ? std::ios::app : std::ios::trunc);
   if (!out_) throw std::runtime_error("cannot open '" + path.string() + "' for writing");
 }
 
@@ -112,11 +121,30 @@ void progress::message(const std::string& text) {
   std::cerr << text << '\n';
 }
 
+namespace {
+
+/// A path as a gnuplot string: single-quoted, a quote inside written twice.
+std::string gnuplot_string(const std::filesystem::path& path) {
+  std::string text = "'";
+  for (char c : path.string()) text += c == '\'' ? std::string("''") : std::string(1, c);
+  return text + "'";
+}
+
+/// Runs `gnuplot script` without a shell; its exit status, or -1 if it could not start.
+int run_gnuplot(const std::filesystem::path& script) {
+  std::string program = "gnuplot", argument = script.string();
+  char* argv[] = {program.data(), argument.data(), nullptr};
+  pid_t child = 0;
+  if (posix_spawnp(&child, "gnuplot", nullptr, nullptr, argv, environ) != 0) return -1;
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
 bool plot(const std::filesystem::path& metrics, const std::filesystem::path& png) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    std::cerr << "attn-train: --plot needs gnuplot (apt-get install gnuplot-nox); no plot drawn\n";
-    return false;
-  }
   // gnuplot reads columns, not JSON: the log becomes two tables beside the picture.
   const auto train_table = png.parent_path() / "training-train.tsv";
   const auto valid_table = png.parent_path() / "training-valid.tsv";
@@ -141,19 +169,20 @@ bool plot(const std::filesystem::path& metrics, const std::filesystem::path& png
   {
     std::ofstream script(script_path);
     script << "set terminal pngcairo size 1000,700 noenhanced\n"
-           << "set output '" << png.string() << "'\n"
+           << "set output " << gnuplot_string(png) << "\n"
            << "set multiplot layout 2,1\n"
            << "set grid\nset xlabel 'step'\nset ylabel 'loss per target token'\n"
-           << "plot '" << train_table.string() << "' using 1:2 with lines title 'training'";
-    if (valid_rows > 0) script << ", '" << valid_table.string() << "' using 1:2 with linespoints title 'validation'";
+           << "plot " << gnuplot_string(train_table) << " using 1:2 with lines title 'training'";
+    if (valid_rows > 0) script << ", " << gnuplot_string(valid_table) << " using 1:2 with linespoints title 'validation'";
     script << "\n"
            << "set ylabel 'learning rate'\n"
-           << "plot '" << train_table.string() << "' using 1:4 with lines title 'equation (3)'\n"
+           << "plot " << gnuplot_string(train_table) << " using 1:4 with lines title 'equation (3)'\n"
            << "unset multiplot\n";
   }
-  const std::string command = "gnuplot '" + script_path.string() + "'";
-  if (std::system(command.c_str()) != 0) {
-    std::cerr << "attn-train: gnuplot failed on " << script_path << "; no plot drawn\n";
+  const int status = run_gnuplot(script_path);
+  if (status != 0) {
+    std::cerr << "attn-train: " << (status < 0 ? "--plot needs gnuplot (apt-get install gnuplot-nox)" : "gnuplot failed on " + script_path.string())
+              << "; no plot drawn\n";
     return false;
   }
   return true;

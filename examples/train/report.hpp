@@ -35,7 +35,6 @@ class metrics_log {
   void skipped(long step, const std::string& reason);
 
  private:
-  std::filesystem::path path_;
   std::ofstream out_;
 };
 

@@ -2,8 +2,10 @@
 // with gradient accumulation, data-parallel processes, checkpoints and validation.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -34,6 +36,8 @@ class data_order {
 
   /// The batch at `position`, and the position after it.
   std::uint32_t at(const train::data_position& position) {
+    if (position.index >= batches_)  // a checkpoint's position always fits its batch plan
+      throw std::out_of_range("batch " + std::to_string(position.index) + " of " + std::to_string(batches_));
     if (order_.empty() || epoch_ != position.epoch) {
       order_ = train::epoch_order(batches_, seed_, position.epoch);
       epoch_ = position.epoch;
@@ -72,8 +76,7 @@ int run(session& s) {
   auto parameters = model.parameters();
   train::adam<T> optimizer(parameters);
   train::gradient_buckets<T> buckets(parameters);
-  const model_widths widths{int(C::d_model::extent), int(C::d_ff::extent), int(C::heads::extent),
-                            int(C::d_k::extent), int(C::d_v::extent)};
+  const model_widths widths = widths_of<C>();
   const auto description = s.description(widths);
 
   train::training_state state;
@@ -121,64 +124,68 @@ int run(session& s) {
 
   auto validate = [&]() {
     if (s.valid_batches.empty()) return;
-    double sums[3] = {0, 0, 0};  // smoothed, nll, tokens
+    std::array<double, 3> sums{};  // summed over processes
+    auto& [smoothed, nll, tokens] = sums;
     for (std::size_t i = std::size_t(rank); i < s.valid_batches.size(); i += std::size_t(ranks)) {
       const auto b = train::make_batch(s.valid_examples, s.valid_batches[i], pad, bos, eos);
       const auto logits = model(nn::inference(), b.source, b.target_in);
       const auto l = train::cross_entropy<T>(nullptr, logits, b.target_out, o.label_smoothing, pad);
-      sums[0] += l.smoothed;
-      sums[1] += l.nll;
-      sums[2] += double(l.tokens);
+      smoothed += l.smoothed;
+      nll += l.nll;
+      tokens += double(l.tokens);
     }
-    comm.all_reduce_sum(std::span<double>(sums, 3));
-    const double loss = sums[0] / sums[2], perplexity = std::exp(sums[1] / sums[2]);
+    comm.all_reduce_sum(sums);
+    const double loss = smoothed / tokens, perplexity = std::exp(nll / tokens);
     if (s.leader()) {
       bar.valid(state.step, loss, perplexity);
-      log->valid(state.step, loss, perplexity, sums[2]);
+      log->valid(state.step, loss, perplexity, tokens);
     }
   };
 
-  const bool time_limited = o.max_minutes > 0;
   const long batches_per_step = long(ranks) * o.accumulate;
   long last_saved = o.resume ? state.step : -1;
   long attempt = state.step;  // steps tried, skipped ones included: what --debug-nan-steps counts
-  int exit_status = 0;
+  enum class ending { done, signal, time, bad_steps } why = ending::done;
   auto window_start = bar.elapsed();
   double window_tokens = 0;
 
   while (state.step < o.max_steps) {
-    // Every process learns the step's token count and whether any process must stop.
-    std::vector<train::batch> mine;
-    double control[3] = {0, 0, 0};  // target tokens, stop signal, time up
+    std::vector<train::batch> mine;  // this process's share of the step's batches
+    // What every process must agree on before a step: the step's tokens, and whether to stop.
+    std::array<double, 3> control{};
+    auto& [target_tokens, signalled, out_of_time] = control;
     train::data_position position = state.data;
     for (long k = 0; k < batches_per_step; ++k) {
       if (k / o.accumulate == rank) {
         mine.push_back(train::make_batch(s.train_examples, s.train_batches[order.at(position)], pad, bos, eos));
-        control[0] += double(mine.back().target_tokens);
+        target_tokens += double(mine.back().target_tokens);
       }
       position = order.next(position);
     }
-    control[1] = stop_signal().load() != 0 ? 1 : 0;
-    control[2] = time_limited && bar.elapsed() > o.max_minutes * 60 ? 1 : 0;
-    comm.all_reduce_sum(std::span<double>(control, 3));
-    if (control[1] > 0 || control[2] > 0) break;
-    const double step_tokens = control[0];
+    signalled = stop_signal().load() != 0 ? 1 : 0;
+    out_of_time = o.max_minutes > 0 && bar.elapsed() > o.max_minutes * 60 ? 1 : 0;
+    comm.all_reduce_sum(control);  // a signal or the clock on any process stops them all at one step
+    if (signalled > 0 || out_of_time > 0) {
+      why = signalled > 0 ? ending::signal : ending::time;
+      break;
+    }
 
     // Forward and backward over this process's batches; each batch's loss weighs by its
     // share of the step's tokens, so the sum is the mean over every token of the step.
-    double sums[2] = {0, 0};  // smoothed, nll
+    std::array<double, 2> sums{};  // summed over batches and processes, for the log
+    auto& [smoothed, nll] = sums;
     for (std::size_t j = 0; j < mine.size(); ++j) {
       auto stream = dropout_stream(o.seed, state.batches_seen + std::uint64_t(rank) * std::uint64_t(o.accumulate) + j);
       grad::tape tape;
       const nn::context ctx{&tape, &stream};
       const auto logits = model(ctx, mine[j].source, mine[j].target_in);
       const auto l = train::cross_entropy<T>(&tape, logits, mine[j].target_out, o.label_smoothing, pad);
-      grad::backward(tape, grad::scale(&tape, l.loss, T(double(l.tokens) / step_tokens)));
-      sums[0] += l.smoothed;
-      sums[1] += l.nll;
+      grad::backward(tape, grad::scale(&tape, l.loss, T(double(l.tokens) / target_tokens)));
+      smoothed += l.smoothed;
+      nll += l.nll;
     }
     buckets.all_reduce(comm);
-    comm.all_reduce_sum(std::span<double>(sums, 2));
+    comm.all_reduce_sum(sums);
     state.data = position;
     state.batches_seen += std::uint64_t(batches_per_step);
 
@@ -186,9 +193,9 @@ int run(session& s) {
     ++attempt;
     for (long poisoned : o.debug_nan_steps)
       if (poisoned == attempt && !parameters.refs().empty()) parameters.refs().front().grad[0] = std::nanf("");
-    const double loss = sums[0] / step_tokens, perplexity = std::exp(sums[1] / step_tokens);
+    const double loss = smoothed / target_tokens, perplexity = std::exp(nll / target_tokens);
     const double norm = train::clip_gradient_norm(parameters, o.clip_norm);
-    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {  // the same on every process: both were reduced
       parameters.zero_grad();
       ++state.bad_steps_in_row;
       const std::string reason = !std::isfinite(loss) ? "non-finite loss" : "non-finite gradient norm";
@@ -198,9 +205,10 @@ int run(session& s) {
         log->skipped(step, reason);
       }
       if (state.bad_steps_in_row >= o.max_bad_steps) {
-        if (s.leader()) bar.message("attn-train: stopping: " + std::to_string(state.bad_steps_in_row) +
-                                    " steps in a row were not finite (--max-bad-steps)");
-        exit_status = exit_bad_steps;
+        if (s.leader())
+          bar.message("attn-train: stopping: " + std::to_string(state.bad_steps_in_row) +
+                      " step(s) in a row were not finite (--max-bad-steps)");
+        why = ending::bad_steps;
         break;
       }
       continue;
@@ -211,9 +219,10 @@ int run(session& s) {
     parameters.zero_grad();
     state.step = step;
 
-    window_tokens += step_tokens;
+    window_tokens += target_tokens;
     const double now = bar.elapsed();
-    step_report r{step, loss, perplexity, rate, norm, step_tokens, window_tokens / std::max(now - window_start, 1e-9), now};
+    const step_report r{step, loss, perplexity, rate, norm, target_tokens,
+                        window_tokens / std::max(now - window_start, 1e-9), now};
     if (now - window_start > 10) {  // tokens/s over the last ten seconds or so
       window_start = now;
       window_tokens = 0;
@@ -226,16 +235,23 @@ int run(session& s) {
     if (step % o.save_every == 0 && save("every --save-every steps")) last_saved = step;
   }
 
-  const int signal = stop_signal().load();
-  if (state.step != last_saved) {
-    const char* why = signal != 0 ? "stopped by a signal" : exit_status != 0 ? "stopped by bad steps" : "end of training";
-    if (!save(why) && exit_status == 0) exit_status = 1;
+  // The skipped batches are behind the saved data position, so a resumed run goes on after them.
+  int status = why == ending::bad_steps ? exit_bad_steps : 0;
+  if (state.step != last_saved || why == ending::bad_steps) {
+    const char* reason = why == ending::signal      ? "stopped by a signal"
+                         : why == ending::time      ? "the --max-minutes budget is spent"
+                         : why == ending::bad_steps ? "stopped by non-finite steps"
+                                                    : "end of training";
+    if (!save(reason) && status == 0) status = 1;
   }
-  if (exit_status == 0 && signal == 0 && state.step % o.valid_every != 0) validate();
+  if (why != ending::signal && why != ending::bad_steps && state.step % o.valid_every != 0) validate();
   if (s.leader() && o.plot && plot(o.out / "metrics.jsonl", o.out / "training.png"))
     bar.message("plotted " + (o.out / "training.png").string());
-  if (signal != 0) return 128 + signal;
-  return exit_status;
+  if (why == ending::signal) {
+    const int signal = stop_signal().load();
+    return 128 + (signal != 0 ? signal : SIGTERM);  // SIGTERM: another process was signalled
+  }
+  return status;
 }
 
 }  // namespace attn::trainer

@@ -38,9 +38,16 @@ struct session {
   std::vector<std::vector<std::uint32_t>> train_batches, valid_batches;
 
   bool leader() const { return comm->rank() == 0; }
-  /// What a checkpoint must match to be loaded into this run's model.
+  /// What a checkpoint must match to be loaded into this run: the model, and the batch plan.
   train::model_description description(const model_widths& widths) const;
+  std::string batch_plan_digest() const;
 };
+
+template <class C>
+constexpr model_widths widths_of() {
+  return {int(C::d_model::extent), int(C::d_ff::extent), int(C::heads::extent), int(C::d_k::extent),
+          int(C::d_v::extent)};
+}
 
 /// Runs training for the model compiled with configuration C; returns the exit status.
 template <class C>

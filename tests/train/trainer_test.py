@@ -113,6 +113,7 @@ class Resume(unittest.TestCase):
         self.assertEqual(whole.returncode, 0, stderr[-3000:])
 
         a, b = metrics(straight), metrics(split)
+        self.assertEqual(len(a), len(b))
         self.assertEqual([r["step"] for r in a], list(range(1, 2001)))
         self.assertEqual([r["step"] for r in b], list(range(1, 2001)))
         for x, y in zip(a, b):
@@ -156,6 +157,7 @@ class DataParallel(unittest.TestCase):
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         self.assertIn("2 process(es) x 1 batch(es) a step", done.stderr)
+        self.assertEqual(len(metrics(one)), len(metrics(two)))
         for x, y in zip(metrics(one), metrics(two)):
             self.assertEqual(x["tokens"], y["tokens"])
             self.assertAlmostEqual(x["loss"], y["loss"], delta=1e-6 * x["loss"])
@@ -216,16 +218,15 @@ class BadInput(unittest.TestCase):
         self.assertIn("kept 50 of 53 sentence pairs; skipped 2 empty and 1 longer than 20 subwords (lines 51, 52, 53)",
                       done.stderr)
 
-    def test_resume_without_a_checkpoint(self):
+    def test_resume_without_a_checkpoint_or_its_vocabulary(self):
         out = WORK / "no-checkpoint"
         out.mkdir(parents=True, exist_ok=True)
         done = train(out, "--resume", expect=1)
-        self.assertIn("vocab.model' is missing", done.stderr)
-        train(out, "--max-steps", 0)  # writes the vocabulary and a step-0 checkpoint
-        for path in out.glob("checkpoint-*"):
-            path.unlink()
-        done = train(out, "--resume", expect=1)
         self.assertIn(f"--resume: no checkpoint-*.safetensors in '{out}'", done.stderr)
+        train(out, "--max-steps", 0)  # writes the vocabulary and a step-0 checkpoint
+        (out / "vocab.model").unlink()
+        done = train(out, "--resume", expect=1)
+        self.assertIn(f"--resume: '{out / 'vocab.model'}' is missing", done.stderr)
 
     def test_damaged_or_foreign_checkpoints_are_refused_by_name(self):
         out = WORK / "damaged"
@@ -234,7 +235,10 @@ class BadInput(unittest.TestCase):
         good = checkpoint.read_bytes()
         # Another model (two layers) may not load it.
         done = train(out, "--resume", "--layers", 2, "--max-steps", 3, expect=1)
-        self.assertIn(f"{checkpoint}: written for model.layers = 1, but this model has model.layers = 2", done.stderr)
+        self.assertIn(f"{checkpoint}: written for model.layers = 1, but this run has model.layers = 2", done.stderr)
+        # Nor may other batches: the checkpoint's data position indexes its run's batch plan.
+        done = train(out, "--resume", "--max-steps", 3, batch_tokens=300, expect=1)
+        self.assertIn(f"{checkpoint}: written for data.batch_plan = 219 batches,", done.stderr)
         # Truncated, and one bit flipped in the tensor data: named, never loaded.
         checkpoint.write_bytes(good[: len(good) // 2])
         done = train(out, "--resume", "--max-steps", 3, expect=1)
@@ -260,7 +264,7 @@ class BadInput(unittest.TestCase):
 
         out = WORK / "nan-always"
         done = train(out, "--max-steps", 10, "--debug-nan-steps", 3, "--max-bad-steps", 1, expect=3)
-        self.assertIn("stopping: 1 steps in a row were not finite", done.stderr)
+        self.assertIn("stopping: 1 step(s) in a row were not finite", done.stderr)
         self.assertTrue((out / "checkpoint-00000002.safetensors").is_file())
         # The checkpoint kept holds finite weights that a resumed run trains on.
         self.assertTrue(all(math.isfinite(v) for t in model_tensors(out / "checkpoint-00000002.safetensors").values()
@@ -293,6 +297,7 @@ class BadInput(unittest.TestCase):
                 break
         process.send_signal(signal.SIGINT)
         rest = process.stderr.read()
+        process.stderr.close()
         self.assertEqual(process.wait(timeout=120), 128 + signal.SIGINT, rest)
         self.assertIn("(stopped by a signal)", rest)
         saved = sorted(out.glob("checkpoint-*.safetensors"))
@@ -307,7 +312,7 @@ class BadInput(unittest.TestCase):
         started = time.monotonic()
         done = train(out, "--max-steps", 1000000, "--max-minutes", 0.05)
         self.assertLess(time.monotonic() - started, 60)
-        self.assertIn("(end of training)", done.stderr)
+        self.assertIn("(the --max-minutes budget is spent)", done.stderr)
         self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1)
 
 

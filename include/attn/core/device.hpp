@@ -26,8 +26,8 @@ template <class Device>
 struct memory;
 
 namespace detail {
-/// Freed host blocks of 64 KiB and more, kept by size class for the next allocation of that
-/// class: a training step allocates the same activation sizes every time, and returning them
+/// Freed host blocks of 64 KiB and more, kept for the next allocation that fits (best fit, at
+/// most twice the request): a training step allocates the same activation sizes every time, and returning them
 /// to the system (glibc maps blocks over 32 MiB afresh) costs page faults and zeroing. At most
 /// 256 MiB are kept (ATTN_HOST_CACHE_MIB changes it): on a trainer's varying batches a 2 GiB
 /// cache raised peak memory by 30% for no measurable speed (docs/benchmarks.md).

@@ -26,6 +26,9 @@ struct widths {
   using value_width = dim<"heads_d_v", Heads * DV>;  // h·d_v: values, all heads
 };
 
+/// Rows of a learned position table unless a configuration says otherwise.
+inline constexpr index_t default_max_positions = 1024;
+
 /// A configuration: widths, N layers and the training-time constants of §5.4. A row of
 /// Table 3 derives from one and redefines what differs, e.g.
 /// `struct my_row : config<widths<512, 2048, 8, 64, 64>> { static constexpr double dropout = 0.2; };`
@@ -35,7 +38,7 @@ struct config : Widths {
   static constexpr double dropout = 0.1;                // P_drop (§5.4)
   static constexpr double label_smoothing = 0.1;        // ε_ls (§5.4)
   static constexpr positional positions = positional::sinusoidal;
-  static constexpr index_t max_positions = 1024;        // rows of a learned position table
+  static constexpr index_t max_positions = default_max_positions;  // rows of a learned position table
   static constexpr norm_placement norm = norm_placement::post;
   static constexpr bool tied_embeddings = true;         // one matrix for both embeddings and the output (§3.4)
   static constexpr double layer_norm_epsilon = 1e-6;

@@ -2,9 +2,12 @@
 // exactly where it stopped, as one safetensors file (names in docs/checkpoints.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -60,8 +63,8 @@ inline long long number(const safetensors::file& file, const std::filesystem::pa
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || text.empty())
-    throw safetensors::format_error(path, "metadata '" + key + "' should be an integer, not '" + text + "'");
+  if (used != text.size() || text.empty() || value < 0)
+    throw safetensors::format_error(path, "metadata '" + key + "' should be a count, not '" + text + "'");
   return value;
 }
 
@@ -72,8 +75,8 @@ inline void check_description(const safetensors::file& file, const std::filesyst
   for (const auto& [key, value] : expected) {
     const std::string found = required(file, path, key);
     if (found != value)
-      throw safetensors::format_error(path, "written for " + key + " = " + found + ", but this model has " +
-                                      key + " = " + value);
+      throw safetensors::format_error(path, "written for " + key + " = " + found + ", but this run has " + key +
+                                                " = " + value);
   }
 }
 
@@ -89,6 +92,28 @@ void load_tensors(const safetensors::file& file, const std::string& prefix, grad
 }
 
 }  // namespace detail
+
+/// `OUT/checkpoint-<step>.safetensors`, the name of step `step`'s checkpoint in a run directory.
+inline std::filesystem::path checkpoint_name(long step) {
+  char text[48];
+  std::snprintf(text, sizeof text, "checkpoint-%08ld.safetensors", step);  // zero-padded: names sort by step
+  return text;
+}
+
+/// The checkpoints of a run directory, oldest first (none if it does not exist).
+inline std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& directory) {
+  static const std::regex pattern(R"(checkpoint-\d{8,}\.safetensors)");
+  std::vector<std::filesystem::path> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error))
+    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), pattern))
+      found.push_back(entry.path());
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    const auto x = a.filename().string(), y = b.filename().string();
+    return x.size() != y.size() ? x.size() < y.size() : x < y;  // past 8 digits, longer is later
+  });
+  return found;
+}
 
 /// Writes weights, Adam's moments and the state to `path`, atomically: an existing file
 /// there stays intact until the new one is complete.
@@ -130,6 +155,10 @@ training_state load_checkpoint(const std::filesystem::path& path, grad::paramete
     const auto sizes = detail::sizes_of(ref);
     for (const std::string prefix : {"model.", "adam.m.", "adam.v."}) {
       const auto& info = file.at(prefix + ref.name);
+      if (info.type != safetensors::dtype_of<T>)
+        throw safetensors::format_error(path, "tensor '" + prefix + ref.name + "' is " +
+                                                  std::string(safetensors::dtype_name(info.type)) + ", the model is " +
+                                                  std::string(safetensors::dtype_name(safetensors::dtype_of<T>)));
       if (info.shape != sizes)
         throw safetensors::format_error(path, "tensor '" + prefix + ref.name + "' has shape " +
                                         detail::shape_text(info.shape) + ", the model expects " +
@@ -180,6 +209,10 @@ void load_weights(const std::filesystem::path& path, grad::parameter_list<T>& pa
   detail::check_description(file, path, description);
   for (const auto& ref : parameters.refs()) {
     const auto& info = file.at("model." + ref.name);
+    if (info.type != safetensors::dtype_of<T>)
+      throw safetensors::format_error(path, "tensor 'model." + ref.name + "' is " +
+                                                std::string(safetensors::dtype_name(info.type)) + ", the model is " +
+                                                std::string(safetensors::dtype_name(safetensors::dtype_of<T>)));
     if (info.shape != detail::sizes_of(ref))
       throw safetensors::format_error(path, "tensor 'model." + ref.name + "' has shape " +
                                       detail::shape_text(info.shape) + ", the model expects " +

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <span>
 #include <vector>
 
@@ -21,6 +22,9 @@ class communicator {
   virtual void all_reduce_sum(std::span<double> values) = 0;
   /// Returns when every process has called it.
   virtual void barrier() = 0;
+  /// Ends every process at once, with `status`: what an error on one of them must do, since
+  /// the others may be waiting for it in a collective.
+  [[noreturn]] virtual void abort(int status) noexcept = 0;
 };
 
 /// The default: one process, whose sums are its own values.
@@ -31,6 +35,7 @@ class single_process final : public communicator {
   void all_reduce_sum(std::span<float>) override {}
   void all_reduce_sum(std::span<double>) override {}
   void barrier() override {}
+  [[noreturn]] void abort(int status) noexcept override { std::exit(status); }
 };
 
 /// Sums the gradients of a parameter list over all processes in buckets of about
@@ -46,7 +51,14 @@ class gradient_buckets {
     std::size_t first = 0, elements = 0, largest = 0;
     const auto& refs = parameters.refs();
     for (std::size_t i = 0; i < refs.size(); ++i) {
-      elements += static_cast<std::size_t>(refs[i].size);
+      const auto size = static_cast<std::size_t>(refs[i].size);
+      if (size >= capacity && elements > 0) {  // a bucket of its own, reduced in place
+        buckets_.push_back({first, i, elements});
+        largest = std::max(largest, i > first + 1 ? elements : 0);
+        first = i;
+        elements = 0;
+      }
+      elements += size;
       if (elements >= capacity || i + 1 == refs.size()) {
         buckets_.push_back({first, i + 1, elements});
         if (i + 1 > first + 1) largest = std::max(largest, elements);

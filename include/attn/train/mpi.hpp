@@ -41,8 +41,11 @@ class mpi_communicator final : public communicator {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      check("MPI_Init", MPI_Init(argc, argv));
+      // OpenMP threads exist, but only the main thread calls MPI.
+      int provided = 0;
+      check("MPI_Init_thread", MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
       owns_ = true;
+      if (provided < MPI_THREAD_FUNNELED) throw std::runtime_error("attn::train::mpi: MPI_THREAD_FUNNELED is not supported");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     check("MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
@@ -59,6 +62,10 @@ class mpi_communicator final : public communicator {
   void all_reduce_sum(std::span<float> values) override { reduce(values.data(), values.size(), MPI_FLOAT); }
   void all_reduce_sum(std::span<double> values) override { reduce(values.data(), values.size(), MPI_DOUBLE); }
   void barrier() override { check("MPI_Barrier", MPI_Barrier(MPI_COMM_WORLD)); }
+  [[noreturn]] void abort(int status) noexcept override {
+    MPI_Abort(MPI_COMM_WORLD, status);
+    std::abort();  // MPI_Abort does not return; should it, end this process anyway
+  }
 
  private:
   static void check(const char* call, int code) {

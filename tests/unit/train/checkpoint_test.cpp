@@ -103,7 +103,7 @@ TEST_CASE("train: checkpoints of another model, weights-only files and damaged f
   auto untouched = [&] { return other.list.refs()[0].value[0] == -1.0f && other.optimizer.steps() == 0; };
   CHECK(message_of([&] {
           train::load_checkpoint(file, other.list, other.optimizer, {{"model.d_model", "4"}, {"model.layers", "1"}});
-        }) == file.string() + ": written for model.d_model = 3, but this model has model.d_model = 4");
+        }) == file.string() + ": written for model.d_model = 3, but this run has model.d_model = 4");
   CHECK(untouched());
 
   little_model wider(3, -1.0f);

@@ -6,6 +6,7 @@
 #include <attn/train/clip.hpp>
 #include <attn/train/communicator.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -31,6 +32,7 @@ class identical_processes final : public train::communicator {
     for (double& v : values) v *= processes_;
   }
   void barrier() override {}
+  [[noreturn]] void abort(int status) noexcept override { std::exit(status); }
   std::vector<std::size_t> messages;
 
  private:
@@ -54,21 +56,28 @@ struct three_parameters {
 
 }  // namespace
 
-TEST_CASE("train: gradient buckets sum every gradient once, small parameters packed together") {
+TEST_CASE("train: gradient buckets sum every gradient once, small parameters packed, large ones in place") {
   three_parameters model;
-  // 64 bytes hold 16 floats: "small" (6) and "tiny" (1) share a bucket up to "large" (400), which
-  // passes the bucket size and so closes the bucket it is in.
-  train::gradient_buckets<float> buckets(model.list, 64);
-  CHECK(buckets.bucket_count() == 1);
-  train::gradient_buckets<float> separate(model.list, 16);  // 4 floats: "small" fills one
-  CHECK(separate.bucket_count() == 2);
-
+  // 64 bytes hold 16 floats: "small" (6) and "tiny" (1) share a bucket; "large" (400) has one
+  // of its own, reduced in place.
+  train::gradient_buckets<float> packed(model.list, 64);
+  CHECK(packed.bucket_count() == 2);
   identical_processes two(2);
-  separate.all_reduce(two);
-  CHECK(two.messages == std::vector<std::size_t>{6, 401});
+  packed.all_reduce(two);
+  CHECK(two.messages == std::vector<std::size_t>{7, 400});
   float expected = 1;
   for (const auto& p : model.list.refs())
     for (index_t i = 0; i < p.size; ++i) CHECK(p.grad[i] == 2 * expected++);
+
+  // 16 bytes hold 4 floats: "small" fills a bucket alone, then "tiny", then "large".
+  train::gradient_buckets<float> separate(model.list, 16);
+  CHECK(separate.bucket_count() == 3);
+  identical_processes three(3);
+  separate.all_reduce(three);
+  CHECK(three.messages == std::vector<std::size_t>{6, 1, 400});
+  expected = 1;
+  for (const auto& p : model.list.refs())
+    for (index_t i = 0; i < p.size; ++i) CHECK(p.grad[i] == 6 * expected++);
 }
 
 TEST_CASE("train: one process sends nothing") {
