@@ -1,9 +1,15 @@
 // attn-train: trains a translation Transformer on parallel text with the recipe of the paper
 // (§5): shared BPE vocabulary, token-budget batches, label smoothing, Adam with equation (3),
 // dropout, checkpoints, validation, and data-parallel processes under mpirun.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -127,8 +133,29 @@ const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper)
   return *chosen;
 }
 
+/// Holds OUT/.lock while the run lives, so that two runs cannot write one directory.
+class directory_lock {
+ public:
+  explicit directory_lock(const std::filesystem::path& directory) {
+    const auto path = directory / ".lock";
+    descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (descriptor_ < 0) throw std::runtime_error("cannot open '" + path.string() + "': " + std::strerror(errno));
+    if (::flock(descriptor_, LOCK_EX | LOCK_NB) != 0)
+      throw std::runtime_error("'" + directory.string() + "' is in use by another attn-train (" + path.string() +
+                               " is locked)");
+  }
+  ~directory_lock() { ::close(descriptor_); }
+  directory_lock(const directory_lock&) = delete;
+  directory_lock& operator=(const directory_lock&) = delete;
+
+ private:
+  int descriptor_ = -1;
+};
+
 int train(const options& o, train::communicator& comm) {
   std::filesystem::create_directories(o.out);
+  std::optional<directory_lock> lock;
+  if (comm.rank() == 0) lock.emplace(o.out);
   const checkpoint_directory checkpoints(o.out, o.keep);
   if (o.resume && !checkpoints.newest())  // before anything else: a mistyped --out says so
     throw std::runtime_error("--resume: no checkpoint-*.safetensors in '" + o.out.string() + "'");

@@ -307,6 +307,21 @@ class BadInput(unittest.TestCase):
         done = train(out, "--resume", "--max-steps", step + 2)
         self.assertIn(f"resumed from {saved[0]} at step {step}", done.stderr)
 
+    def test_two_runs_cannot_share_a_directory(self):
+        out = WORK / "shared"
+        first = subprocess.Popen([str(TRAIN)] + corpus() + MODEL + ["--threads", "1", "--out", str(out),
+                                                                    "--max-steps", "100000", "--log-every", "5"],
+                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+        for line in first.stderr:
+            if line.startswith("step 5/"):
+                break
+        done = train(out, "--max-steps", 3, expect=1)
+        first.send_signal(signal.SIGTERM)
+        first.stderr.read()
+        first.stderr.close()
+        self.assertEqual(first.wait(timeout=120), 128 + signal.SIGTERM)
+        self.assertIn(f"'{out}' is in use by another attn-train", done.stderr)
+
     def test_a_wall_clock_budget_ends_with_a_checkpoint(self):
         out = WORK / "budget"
         started = time.monotonic()

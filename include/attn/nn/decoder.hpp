@@ -15,9 +15,12 @@ struct decoder_layer {
   residual<T, C> self_block, cross_block, ffn_block;
 
   decoder_layer(random_stream& init, const hyperparameters& h)
-      : self_attention(init), cross_attention(init), ffn(init) {
-    self_block.dropout_rate = cross_block.dropout_rate = ffn_block.dropout_rate = h.dropout;
-  }
+      : self_attention(init),
+        cross_attention(init),
+        ffn(init),
+        self_block(h.dropout),
+        cross_block(h.dropout),
+        ffn_block(h.dropout) {}
 
   /// y [batch, L, d_model] attends to itself under `causal` [batch, L, keys] and to the encoder
   /// output memory [batch, M, d_model] under `memory_mask` [batch, L, keys].

@@ -37,7 +37,7 @@ class embeddings {
   using d_model = typename C::d_model;
   using table_type = grad::parameter<T, shape<vocab, d_model>>;
   using positions_type = grad::parameter<T, shape<positions, d_model>>;
-  embeddings(index_t vocab_size, random_stream& init, const hyperparameters& h = defaults<C>())
+  embeddings(index_t vocab_size, random_stream& init, const hyperparameters& h)
       : learned_(h.positions == positional::learned),
         dropout_(h.dropout),
         source_(extents<shape<vocab, d_model>>(vocab_size)),

@@ -16,9 +16,8 @@ struct encoder_layer {
   feed_forward<T, C> ffn;
   residual<T, C> attention_block, ffn_block;
 
-  encoder_layer(random_stream& init, const hyperparameters& h) : self_attention(init), ffn(init) {
-    attention_block.dropout_rate = ffn_block.dropout_rate = h.dropout;
-  }
+  encoder_layer(random_stream& init, const hyperparameters& h)
+      : self_attention(init), ffn(init), attention_block(h.dropout), ffn_block(h.dropout) {}
 
   /// x [batch, L, d_model]; mask [batch, L, keys] hides padding.
   template <class L>

@@ -12,7 +12,9 @@ namespace attn::nn {
 template <class T, class C>
 struct residual {
   layer_norm<T, typename C::d_model> norm{C::layer_norm_epsilon};
-  double dropout_rate = C::dropout;  // P_drop
+  double dropout_rate;  // P_drop
+
+  explicit residual(double p_drop = C::dropout) : dropout_rate(p_drop) {}
 
   template <class S, class Sublayer>
   grad::variable<T, S> operator()(const context& ctx, const grad::variable<T, S>& x, Sublayer&& sublayer) const {
