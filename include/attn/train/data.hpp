@@ -36,14 +36,6 @@ struct parallel_text {
 
 namespace detail {
 
-// Appended piece by piece: GCC 12 warns falsely (-Wrestrict, PR 105651) on "'" + s + "'" at -O3.
-inline std::string quote_path(const std::filesystem::path& file) {
-  std::string text = "'";
-  text += file.string();
-  text += "'";
-  return text;
-}
-
 inline std::string errno_message(int error) {
   return std::error_code(error, std::generic_category()).message();
 }
@@ -65,7 +57,7 @@ inline std::vector<std::string> read_text_lines(const std::filesystem::path& fil
     void operator()(std::FILE* stream) const noexcept { std::fclose(stream); }
   };
   const std::unique_ptr<std::FILE, closer> stream(std::fopen(file.c_str(), "rb"));
-  if (!stream) throw data_error("cannot open " + quote_path(file) + ": " + errno_message(errno));
+  if (!stream) throw data_error("cannot open " + attn::text::detail::quoted(file) + ": " + errno_message(errno));
 
   std::vector<std::string> lines;
   std::string partial;  // a line that runs past the end of the buffer
@@ -74,7 +66,7 @@ inline std::vector<std::string> read_text_lines(const std::filesystem::path& fil
     const std::size_t got = std::fread(buffer.data(), 1, buffer.size(), stream.get());
     if (got == 0) {
       if (std::ferror(stream.get()))  // a directory opens, then fails here with EISDIR
-        throw data_error("cannot read " + quote_path(file) + ": " + errno_message(errno));
+        throw data_error("cannot read " + attn::text::detail::quoted(file) + ": " + errno_message(errno));
       break;
     }
     const char* begin = buffer.data();
@@ -115,8 +107,8 @@ inline bool is_blank_line(std::string_view text) {
 inline parallel_text read_parallel(const std::filesystem::path& source, const std::filesystem::path& target) {
   parallel_text text{detail::read_text_lines(source), detail::read_text_lines(target)};
   if (text.source.size() != text.target.size())
-    throw data_error(detail::quote_path(source) + " has " + detail::line_count_text(text.source.size()) +
-                     " but " + detail::quote_path(target) + " has " + std::to_string(text.target.size()));
+    throw data_error(attn::text::detail::quoted(source) + " has " + detail::line_count_text(text.source.size()) +
+                     " but " + attn::text::detail::quoted(target) + " has " + std::to_string(text.target.size()));
   return text;
 }
 

@@ -1,6 +1,8 @@
 // Tests of include/attn/text/subword.hpp: training, loading, encoding and decoding subwords.
 #include <doctest/doctest.h>
 
+#include "../scratch_dir.hpp"
+
 #include <unistd.h>
 
 #include <cstdint>
@@ -12,27 +14,14 @@
 
 #include <attn/text/subword.hpp>
 
+using attn::test::scratch_dir;
+
 namespace {
 
 namespace fs = std::filesystem;
 using attn::text::subword_error;
 using attn::text::subword_model;
 
-/// A directory of its own for each test, removed afterwards.
-struct scratch_dir {
-  fs::path path;
-  explicit scratch_dir(const std::string& name)
-      : path(fs::temp_directory_path() / ("attn-subword-test-" + std::to_string(::getpid()) + "-" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-};
 
 /// Sentences of lower-case words joined by single spaces: text SentencePiece's normaliser
 /// leaves as it is, so decode(encode(s)) == s exactly.

@@ -1,5 +1,7 @@
 // Training checkpoints: what is saved comes back exactly; what does not fit is refused by name.
 #include <doctest/doctest.h>
+
+#include "../scratch_dir.hpp"
 #include <unistd.h>
 
 #include <attn/cpu.hpp>
@@ -40,12 +42,6 @@ struct little_model {
   }
 };
 
-struct temporary_directory {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("attn-checkpoint-test-" + std::to_string(::getpid()));
-  temporary_directory() { std::filesystem::create_directories(path); }
-  ~temporary_directory() { std::filesystem::remove_all(path); }
-};
 
 const train::model_description described{{"model.d_model", "3"}, {"model.layers", "1"}};
 
@@ -61,7 +57,7 @@ std::string message_of(auto&& action) {
 }  // namespace
 
 TEST_CASE("train: a checkpoint brings back weights, Adam's moments and the state exactly") {
-  temporary_directory dir;
+  attn::test::scratch_dir dir("checkpoint");
   little_model saved(2, 1.5f);
   saved.optimizer.step(1e-2);
   saved.optimizer.step(1e-2);
@@ -94,7 +90,7 @@ TEST_CASE("train: a checkpoint brings back weights, Adam's moments and the state
 }
 
 TEST_CASE("train: checkpoints of another model, weights-only files and damaged files are refused, the model untouched") {
-  temporary_directory dir;
+  attn::test::scratch_dir dir("checkpoint");
   little_model saved(2, 1.0f);
   const auto file = dir.path / "checkpoint.safetensors";
   train::save_checkpoint(file, saved.list, saved.optimizer, {}, described);

@@ -1,6 +1,8 @@
 // Tests of include/attn/train/data.hpp: reading parallel text and encoding it into examples.
 #include <doctest/doctest.h>
 
+#include "../scratch_dir.hpp"
+
 #include <unistd.h>
 
 #include <cstddef>
@@ -12,6 +14,8 @@
 
 #include <attn/train/data.hpp>
 
+using attn::test::scratch_dir;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -20,25 +24,6 @@ using attn::train::filter_report;
 using attn::train::parallel_text;
 using attn::train::read_parallel;
 
-struct scratch_dir {
-  fs::path path;
-  explicit scratch_dir(const std::string& name)
-      : path(fs::temp_directory_path() / ("attn-data-test-" + std::to_string(::getpid()) + "-" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-
-  fs::path write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path / name, std::ios::binary) << bytes;
-    return path / name;
-  }
-};
 
 using lines = std::vector<std::string>;
 

@@ -2,6 +2,8 @@
 // bit flip of a file, hand-made bad headers, and saves that fail without harming the old file.
 #include <doctest/doctest.h>
 
+#include "../scratch_dir.hpp"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -27,27 +29,6 @@ namespace st = attn::train::safetensors;
 namespace fs = std::filesystem;
 using bytes = std::vector<unsigned char>;
 
-/// A fresh directory under the system's temporary directory, removed with everything in it.
-class scratch_directory {
- public:
-  scratch_directory() {
-    static int count = 0;
-    path_ = fs::temp_directory_path() /
-            ("attn-safetensors-test-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  scratch_directory(const scratch_directory&) = delete;
-  scratch_directory& operator=(const scratch_directory&) = delete;
-  ~scratch_directory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 bytes read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -124,7 +105,7 @@ TEST_CASE("safetensors: dtype names and sizes follow the format") {
 }
 
 TEST_CASE("safetensors: round trip of F32, F64, I32 and I64 tensors, a scalar, an empty tensor and metadata") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path path = directory / "model.safetensors";
   const std::vector<float> weights = {1.5f, -2.0f, 0.0f, 3.25f, -0.0f, 1e-30f};
   const std::vector<double> moments = {1e300, -1e-300, 0.1, 42.0};
@@ -196,7 +177,7 @@ TEST_CASE("safetensors: round trip of F32, F64, I32 and I64 tensors, a scalar, a
 }
 
 TEST_CASE("safetensors: the bytes on disk follow the format") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path path = directory / "tiny.safetensors";
   const float values[] = {1.0f, -2.0f};
   st::writer out;
@@ -234,7 +215,7 @@ TEST_CASE("safetensors: the bytes on disk follow the format") {
 }
 
 TEST_CASE("safetensors: files from other writers load when no checksum is required") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path path = directory / "other.safetensors";
   // No metadata, no padding, spaces in the JSON, and an F64 at offset 4, misaligned for reading
   // in place.
@@ -263,7 +244,7 @@ TEST_CASE("safetensors: files from other writers load when no checksum is requir
 }
 
 TEST_CASE("safetensors: every truncation of a file is a format_error") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path good = directory / "good.safetensors", cut = directory / "cut.safetensors";
   write_small_file(good);
   const bytes contents = read_file(good);
@@ -287,7 +268,7 @@ TEST_CASE("safetensors: every truncation of a file is a format_error") {
 }
 
 TEST_CASE("safetensors: every single-bit flip of a file is a format_error") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path good = directory / "good.safetensors", flipped = directory / "flipped.safetensors";
   write_small_file(good);
   const bytes contents = read_file(good);
@@ -327,7 +308,7 @@ TEST_CASE("safetensors: every single-bit flip of a file is a format_error") {
 }
 
 TEST_CASE("safetensors: bad headers are rejected with a message that says what is wrong") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path path = directory / "bad.safetensors";
   struct bad_file {
     std::string description;
@@ -430,7 +411,7 @@ TEST_CASE("safetensors: bad headers are rejected with a message that says what i
 }
 
 TEST_CASE("safetensors: reading the wrong tensor, type or shape names what was expected and found") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path path = directory / "typed.safetensors";
   const std::vector<float> weights(6, 1.0f);
   st::writer out;
@@ -459,7 +440,7 @@ TEST_CASE("safetensors: reading the wrong tensor, type or shape names what was e
 }
 
 TEST_CASE("safetensors: a file that cannot be read is an io_error naming it") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path missing = directory / "missing.safetensors";
   const std::string message = error_of<st::io_error>([&] { (void)st::file::load(missing); });
   CHECK(message.starts_with(missing.string() + ": could not open it"));
@@ -498,7 +479,7 @@ class file_size_limit {
 }  // namespace
 
 TEST_CASE("safetensors: a failed save leaves the previous file as it was and no temporary file") {
-  scratch_directory directory;
+  attn::test::scratch_dir directory;
   const fs::path path = directory / "checkpoint.safetensors";
   const fs::path temporary = directory / "checkpoint.safetensors.tmp";
   write_small_file(path);
