@@ -29,10 +29,10 @@ meson compile -C build attn-train attn-average
 heading "corpus: English (WEB) -> Spanish (Reina-Valera 1909), verse-aligned"
 if [[ -f data/bible/report.txt ]]; then
   echo "data/bible/ is there (delete it to extract again):"
+  grep -E "^(aligned|dropped|  (train|valid|test):)" data/bible/report.txt || true
 else
   python3 examples/data/bible.py --out data/bible
 fi
-grep -E "^(aligned|dropped|  (train|valid|test):)" data/bible/report.txt || true
 
 if [[ -e $run ]]; then
   old="$run.$(date +%Y%m%d-%H%M%S)"
