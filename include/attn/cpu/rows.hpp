@@ -30,6 +30,27 @@ void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* 
   });
 }
 
+/// out[i, :] = in[keep[i], :] for i < count: the rows that go on, in their new order (beam
+/// search keeps some hypotheses, drops others and copies the best).
+template <class T>
+void select_rows(T* out, const T* in, index_t rows, index_t width, const index_t* keep, index_t count) {
+  for (index_t i = 0; i < count; ++i) {
+    if (keep[i] < 0 || keep[i] >= rows)
+      throw extent_error("attn::select_rows", "rows",
+                         "has extent " + std::to_string(rows) + ", but row " + std::to_string(keep[i]) + " was kept");
+  }
+  parallel_for(count, 1, std::max<index_t>(1, 4096 / std::max<index_t>(1, width)), [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i) std::copy_n(in + keep[i] * width, width, out + i * width);
+  });
+}
+
+/// Copies `count` blocks of `block` elements from every `from_stride`-th element of `from` to
+/// every `to_stride`-th of `to`: writing one position into a [rows, heads, capacity, depth] cache.
+template <class T>
+void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count) {
+  for (index_t i = 0; i < count; ++i) std::copy_n(from + i * from_stride, block, to + i * to_stride);
+}
+
 /// table[ids[i], :] += rows_in[i, :] · scale. Threads split the columns, so no two threads
 /// ever add to the same element and the sums do not depend on the thread count.
 template <class T, class Id>

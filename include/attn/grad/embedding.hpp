@@ -36,25 +36,36 @@ variable<T, shape<B, L, Width>> lookup(tape* t, const variable<T, shape<Vocab, W
 
 namespace attn::grad {
 
-/// The first `count` rows of a table [Rows, Width], as [L, Width]: learned position
-/// embeddings for a sequence of length count. The gradient goes back into those rows.
+/// Rows first … first + count − 1 of a table [Rows, Width], as [L, Width]: learned position
+/// embeddings for a sequence of length count that starts at position `first`. The gradient
+/// goes back into those rows.
 template <class L, class T, class Rows, class Width>
-variable<T, shape<L, Width>> leading_rows(tape* t, const variable<T, shape<Rows, Width>>& table, index_t count) {
+variable<T, shape<L, Width>> table_rows(tape* t, const variable<T, shape<Rows, Width>>& table, index_t first,
+                                        index_t count) {
   const index_t rows = table.extents().template extent<Rows>();
-  if (count > rows)
-    throw extent_error("attn::grad::leading_rows", Rows::name,
-                       "has extent " + std::to_string(rows) + ", too small for " + std::to_string(count) + " positions");
+  if (first < 0 || count < 0 || first + count > rows)
+    throw extent_error("attn::grad::table_rows", Rows::name,
+                       "has extent " + std::to_string(rows) + ", too small for positions [" + std::to_string(first) +
+                           ", " + std::to_string(first + count) + ")");
   const extents<shape<L, Width>> sizes = gather_extents<shape<L, Width>>(extents<shape<L>>(count), table.extents());
-  variable<T, shape<L, Width>> y(tensor_view<const T, shape<L, Width>>(table.value().data(), sizes), recording(t, table));
+  const index_t offset = first * table.extents().template extent<Width>();
+  variable<T, shape<L, Width>> y(tensor_view<const T, shape<L, Width>>(table.value().data() + offset, sizes),
+                                 recording(t, table));
   if (y.requires_grad()) {
-    t->record([table, y] {
+    t->record([table, y, offset] {
       if (!y.has_grad()) return;
       if (!table.has_grad()) table.accumulate(fill(table.extents(), T{0}));
-      const tensor_view<T, shape<L, Width>> head(table.grad().data(), y.extents());
-      head = head + y.grad();
+      const tensor_view<T, shape<L, Width>> rows_of(table.grad().data() + offset, y.extents());
+      rows_of = rows_of + y.grad();
     });
   }
   return y;
+}
+
+/// The first `count` rows of a table: positions 0 … count − 1.
+template <class L, class T, class Rows, class Width>
+variable<T, shape<L, Width>> leading_rows(tape* t, const variable<T, shape<Rows, Width>>& table, index_t count) {
+  return table_rows<L>(t, table, 0, count);
 }
 
 }  // namespace attn::grad

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <utility>
 
 #include "../grad/heads.hpp"
 #include "../grad/product.hpp"
@@ -17,10 +18,12 @@ namespace attn::nn {
 template <class T, class B, class H, class Q, class DK, class DV>
 grad::variable<T, shape<B, H, Q, DV>> scaled_dot_product_attention(
     const context& ctx, const grad::variable<T, shape<B, H, Q, DK>>& q, const grad::variable<T, shape<B, H, keys, DK>>& k,
-    const grad::variable<T, shape<B, H, keys, DV>>& v, const tensor<T, shape<B, Q, keys>>& mask) {
+    const grad::variable<T, shape<B, H, keys, DV>>& v, const tensor<T, shape<B, Q, keys>>& mask,
+    attention_kind kind = attention_kind::encoder_self) {
   const T scale = T(1) / std::sqrt(T(q.extents().template extent<DK>()));
   auto scores = grad::product<DK>(ctx.tape, q, k);                      // [B, H, Q, keys]
   auto weights = grad::softmax<keys>(ctx.tape, scores, scale, mask);    // rows sum to 1
+  if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());
   return grad::product<keys>(ctx.tape, weights, v);                     // [B, H, Q, d_v]
 }
 
@@ -38,7 +41,10 @@ struct multi_head_attention {
   linear<T, d_model, typename C::value_width> value;
   linear<T, typename C::value_width, d_model> output;
 
-  explicit multi_head_attention(random_stream& init) : query(init), key(init), value(init), output(init) {}
+  attention_kind kind;  // names the weights in an attention record
+
+  explicit multi_head_attention(random_stream& init, attention_kind k = attention_kind::encoder_self)
+      : query(init), key(init), value(init), output(init), kind(k) {}
 
   /// Queries from x [B, Q, d_model] attend to memory [B, K, d_model] (x itself for
   /// self-attention) under mask [B, Q, keys].
@@ -46,10 +52,31 @@ struct multi_head_attention {
   grad::variable<T, shape<B, Q, d_model>> operator()(const context& ctx, const grad::variable<T, shape<B, Q, d_model>>& x,
                                                      const grad::variable<T, shape<B, K, d_model>>& memory,
                                                      const tensor<T, shape<B, Q, keys>>& mask) const {
+    auto [k, v] = keys_and_values(ctx, memory);
+    return attend(ctx, x, k, v, mask);
+  }
+
+  template <class B>
+  using key_heads = grad::variable<T, shape<B, heads, keys, d_k>>;
+  template <class B>
+  using value_heads = grad::variable<T, shape<B, heads, keys, d_v>>;
+
+  /// memory [B, K, d_model] projected to the heads' keys and values. Incremental decoding keeps
+  /// them: the encoder's once per sentence, the decoder's one position at a time.
+  template <class B, class K>
+  std::pair<key_heads<B>, value_heads<B>> keys_and_values(const context& ctx,
+                                                          const grad::variable<T, shape<B, K, d_model>>& memory) const {
+    return {grad::split_heads<heads, d_k, keys>(ctx.tape, key(ctx, memory)),
+            grad::split_heads<heads, d_v, keys>(ctx.tape, value(ctx, memory))};
+  }
+
+  /// Queries from x [B, Q, d_model] attend to keys and values already split into heads.
+  template <class B, class Q>
+  grad::variable<T, shape<B, Q, d_model>> attend(const context& ctx, const grad::variable<T, shape<B, Q, d_model>>& x,
+                                                 const key_heads<B>& k, const value_heads<B>& v,
+                                                 const tensor<T, shape<B, Q, keys>>& mask) const {
     auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
-    auto k = grad::split_heads<heads, d_k, keys>(ctx.tape, key(ctx, memory));
-    auto v = grad::split_heads<heads, d_v, keys>(ctx.tape, value(ctx, memory));
-    auto attended = scaled_dot_product_attention(ctx, q, k, v, mask);
+    auto attended = scaled_dot_product_attention(ctx, q, k, v, mask, kind);
     return output(ctx, grad::merge_heads<typename C::value_width>(ctx.tape, attended));
   }
 

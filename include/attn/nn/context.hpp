@@ -1,16 +1,62 @@
 // What a forward pass needs besides its inputs: a tape when gradients are wanted, a random
-// stream when dropout is on (training).
+// stream when dropout is on (training), a record when attention weights are to be kept.
 #pragma once
 
+#include <string_view>
+#include <vector>
+
 #include "../core/random.hpp"
+#include "../core/tensor.hpp"
 #include "../grad/dropout.hpp"
 #include "../grad/tape.hpp"
 
 namespace attn::nn {
 
+/// Which of the model's three attentions (paper §3.2.3) produced some weights.
+enum class attention_kind { encoder_self, decoder_self, encoder_decoder };
+
+inline std::string_view to_string(attention_kind kind) {
+  switch (kind) {
+    case attention_kind::encoder_self: return "encoder-self";
+    case attention_kind::decoder_self: return "decoder-self";
+    case attention_kind::encoder_decoder: return "encoder-decoder";
+  }
+  return "?";
+}
+
+/// The attention weights of a forward pass, in the order the layers ran: for pictures of what
+/// each head looks at (the paper's appendix figures). Weights are [batch, heads, queries, keys].
+struct attention_record {
+  struct weights {
+    attention_kind kind;
+    index_t sentences, heads, queries, keys;
+    std::vector<float> values;  // row-major [sentences, heads, queries, keys]
+    float at(index_t sentence, index_t head, index_t query, index_t key) const {
+      return values[std::size_t(((sentence * heads + head) * queries + query) * keys + key)];
+    }
+  };
+  std::vector<weights> maps;
+
+  template <class T, class B, class H, class Q, class K>
+  void add(attention_kind kind, const tensor<T, shape<B, H, Q, K>>& w) {
+    const auto& e = w.extents();
+    weights& m = maps.emplace_back(weights{kind, e.template extent<B>(), e.template extent<H>(),
+                                           e.template extent<Q>(), e.template extent<K>(), {}});
+    m.values.assign(w.data(), w.data() + w.size());
+  }
+  /// The maps of one kind, in layer order.
+  std::vector<const weights*> of(attention_kind kind) const {
+    std::vector<const weights*> found;
+    for (const auto& m : maps)
+      if (m.kind == kind) found.push_back(&m);
+    return found;
+  }
+};
+
 struct context {
-  grad::tape* tape = nullptr;        // record for backward(); null for inference
-  random_stream* dropout = nullptr;  // dropout's numbers; null turns dropout off
+  grad::tape* tape = nullptr;                // record for backward(); null for inference
+  random_stream* dropout = nullptr;          // dropout's numbers; null turns dropout off
+  attention_record* attention = nullptr;     // keeps every attention's weights when set
 };
 
 /// Inference: no tape, no dropout; activations are freed as soon as they are used.

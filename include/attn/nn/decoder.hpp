@@ -15,8 +15,8 @@ struct decoder_layer {
   residual<T, C> self_block, cross_block, ffn_block;
 
   decoder_layer(random_stream& init, const hyperparameters& h)
-      : self_attention(init),
-        cross_attention(init),
+      : self_attention(init, attention_kind::decoder_self),
+        cross_attention(init, attention_kind::encoder_decoder),
         ffn(init),
         self_block(h.dropout),
         cross_block(h.dropout),
@@ -30,8 +30,20 @@ struct decoder_layer {
                                                          const grad::variable<T, shape<batch, M, d_model>>& memory,
                                                          const tensor<T, shape<batch, L, keys>>& causal,
                                                          const tensor<T, shape<batch, L, keys>>& memory_mask) const {
-    auto h = self_block(ctx, y, [&](const auto& in) { return self_attention(ctx, in, in, causal); });
-    h = cross_block(ctx, h, [&](const auto& in) { return cross_attention(ctx, in, memory, memory_mask); });
+    return with_attention(
+        ctx, y, [&](const auto& in) { return self_attention(ctx, in, in, causal); },
+        [&](const auto& in) { return cross_attention(ctx, in, memory, memory_mask); });
+  }
+
+  /// The layer's three blocks around given attentions: `attend_self(in)` and `attend_memory(in)`
+  /// give [batch, L, d_model]. Incremental decoding passes attentions over its key/value cache.
+  template <class L, class SelfAttention, class MemoryAttention>
+  grad::variable<T, shape<batch, L, d_model>> with_attention(const context& ctx,
+                                                             const grad::variable<T, shape<batch, L, d_model>>& y,
+                                                             SelfAttention&& attend_self,
+                                                             MemoryAttention&& attend_memory) const {
+    auto h = self_block(ctx, y, attend_self);
+    h = cross_block(ctx, h, attend_memory);
     return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
   }
 

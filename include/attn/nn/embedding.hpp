@@ -64,9 +64,12 @@ class embeddings {
   grad::variable<T, shape<batch, L, d_model>> source(const context& ctx, const tensor<token, shape<batch, L>>& ids) const {
     return embed(ctx, source_, source_positions_, ids);
   }
+  /// `first` is the position of ids' first column: incremental decoding embeds one position
+  /// at a time.
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>> target(const context& ctx, const tensor<token, shape<batch, L>>& ids) const {
-    return embed(ctx, target_, target_positions_, ids);
+  grad::variable<T, shape<batch, L, d_model>> target(const context& ctx, const tensor<token, shape<batch, L>>& ids,
+                                                     index_t first = 0) const {
+    return embed(ctx, target_, target_positions_, ids, first);
   }
 
   /// The pre-softmax projection: x · Eᵀ, logits over the vocabulary.
@@ -96,16 +99,17 @@ class embeddings {
   template <class L>
   grad::variable<T, shape<batch, L, d_model>> embed(const context& ctx, const table_type& table,
                                                     const positions_type& learned,
-                                                    const tensor<token, shape<batch, L>>& ids) const {
+                                                    const tensor<token, shape<batch, L>>& ids, index_t first = 0) const {
     const index_t length = ids.template extent<L>();
     auto tokens = grad::lookup(ctx.tape, table, ids, T(std::sqrt(double(d_model::extent))));
     grad::variable<T, shape<L, d_model>> where = [&] {
       if (learned_) {
-        return grad::leading_rows<L>(ctx.tape, learned, length);
+        return grad::table_rows<L>(ctx.tape, learned, first, length);
       } else {
-        if (length > sinusoids_.template extent<positions>()) sinusoids_ = sinusoids<T, d_model>(2 * length);
+        if (first + length > sinusoids_.template extent<positions>())
+          sinusoids_ = sinusoids<T, d_model>(2 * (first + length));
         return grad::variable<T, shape<L, d_model>>(tensor_view<const T, shape<L, d_model>>(
-            sinusoids_.data(), extents<shape<L, d_model>>(length)));
+            sinusoids_.data() + first * d_model::extent, extents<shape<L, d_model>>(length)));
       }
     }();
     return dropout(ctx, grad::add_broadcast<batch>(ctx.tape, tokens, where), dropout_);

@@ -17,7 +17,7 @@ struct encoder_layer {
   residual<T, C> attention_block, ffn_block;
 
   encoder_layer(random_stream& init, const hyperparameters& h)
-      : self_attention(init), ffn(init), attention_block(h.dropout), ffn_block(h.dropout) {}
+      : self_attention(init, attention_kind::encoder_self), ffn(init), attention_block(h.dropout), ffn_block(h.dropout) {}
 
   /// x [batch, L, d_model]; mask [batch, L, keys] hides padding.
   template <class L>

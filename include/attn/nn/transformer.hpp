@@ -63,6 +63,11 @@ class transformer {
     list.add_module("decoder", decoder_);
   }
 
+  /// The parts, for incremental decoding (include/attn/decode), which runs them a position at a time.
+  const embeddings<T, C>& embedding_layers() const { return embeddings_; }
+  const encoder<T, C>& encoder_stack() const { return encoder_; }
+  const decoder<T, C>& decoder_stack() const { return decoder_; }
+
   index_t vocabulary_size() const { return embeddings_.vocabulary_size(); }
   token pad() const { return pad_; }
   const hyperparameters& hyper() const { return hyper_; }

@@ -166,6 +166,22 @@ TEST_CASE("grad: lookup and leading_rows pass gradient checks; repeated ids add 
   CHECK_THROWS_AS(grad::leading_rows<L>(nullptr, positions, 7), extent_error);
 }
 
+TEST_CASE("grad: table_rows from an offset (incremental decoding's positions) passes gradient checks") {
+  using P = dim<"positions">;
+  auto positions = random_parameter<shape<P, D>>(extents<shape<P, D>>(6));
+  tensor<double, shape<L, D>> r(2);
+  test::fill_random(r);
+  auto loss_of = [&](grad::tape* t) { return test::weighted_sum(t, grad::table_rows<L>(t, positions, 3, 2), r); };
+  const auto report = check_gradients(loss_of, {target("positions", positions)});
+  INFO(report.where);
+  CHECK(report.worst < tolerance);
+  const auto y = grad::table_rows<L>(nullptr, positions, 4, 2);
+  CHECK(y.value()(1L, 0L) == positions.value()(5L, 0L));
+  CHECK_THROWS_WITH_AS(grad::table_rows<L>(nullptr, positions, 5, 2),
+                       "attn::grad::table_rows: dimension 'positions' has extent 6, too small for positions [5, 7)",
+                       extent_error);
+}
+
 TEST_CASE("grad: dropout is reproducible from its seed, keeps about 1 − p, and passes gradient checks") {
   auto x = random_input<shape<B, L, D>>(40, 50);
   random_stream first(42), second(42), other(43);
