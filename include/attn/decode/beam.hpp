@@ -1,0 +1,149 @@
+// Beam search (paper §6.1) over a batch of sentences: beam size k, the GNMT length penalty,
+// a maximum output length, and an early end once k hypotheses of a sentence have finished.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "search.hpp"
+
+namespace attn::decode {
+
+namespace detail {
+
+/// A hypothesis still being extended, and the scorer row that holds its prefix.
+struct live_hypothesis {
+  std::vector<token> tokens;
+  double log_prob = 0;
+  index_t row = 0;
+};
+
+/// An extension of a live hypothesis by one token.
+struct candidate {
+  double log_prob;
+  index_t parent;  // index into the sentence's live hypotheses
+  token next;
+};
+
+/// Candidates in the order a search prefers them: more probable first, then earlier parent,
+/// then lower token id, so that ties resolve as greedy search resolves them.
+inline bool preferred(const candidate& a, const candidate& b) {
+  if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
+  if (a.parent != b.parent) return a.parent < b.parent;
+  return a.next < b.next;
+}
+
+struct sentence_beam {
+  std::vector<live_hypothesis> live;
+  std::vector<hypothesis> finished;
+  index_t max_length = 0;
+  bool done = false;
+};
+
+/// The `count` most probable extensions of one row, appended to `out`. Rows at the maximum
+/// length may only end; padding and the start symbol are never extensions.
+inline void best_extensions(const float* log_probs, index_t vocabulary, const live_hypothesis& h, index_t parent,
+                            bool must_end, const search_options& options, std::size_t count,
+                            std::vector<index_t>& order, std::vector<candidate>& out) {
+  if (must_end) {
+    out.push_back({h.log_prob + double(log_probs[options.eos]), parent, options.eos});
+    return;
+  }
+  order.clear();
+  for (index_t v = 0; v < vocabulary; ++v)
+    if (options.may_output(token(v))) order.push_back(v);
+  const auto by_probability = [&](index_t a, index_t b) {
+    return log_probs[a] != log_probs[b] ? log_probs[a] > log_probs[b] : a < b;
+  };
+  count = std::min(count, order.size());
+  std::nth_element(order.begin(), order.begin() + std::ptrdiff_t(count) - 1, order.end(), by_probability);
+  for (std::size_t i = 0; i < count; ++i)
+    out.push_back({h.log_prob + double(log_probs[order[i]]), parent, token(order[i])});
+}
+
+}  // namespace detail
+
+/// Up to options.nbest hypotheses for each source sentence, best score first.
+///
+/// Each step extends every live hypothesis of a sentence by every token and keeps the 2k most
+/// probable extensions: those that end (with the end symbol) among the first k become finished
+/// hypotheses, and the first k that do not end stay live. A sentence is done when k of its
+/// hypotheses have finished; hypotheses at the maximum length must end. The best finished
+/// hypotheses by length-normalised score are returned (log P / lp, see length_penalty).
+/// With k = 1 this is greedy search; with k at least as large as every step's number of
+/// extensions it is an exhaustive search.
+template <next_token_scorer Scorer>
+std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const index_t> source_lengths,
+                                                 const search_options& options) {
+  options.check();
+  const index_t vocabulary = scorer.vocabulary_size();
+  const std::size_t beam = std::size_t(options.beam);
+  std::vector<detail::sentence_beam> beams(source_lengths.size());
+  std::vector<token> last(source_lengths.size(), options.bos);
+  for (std::size_t s = 0; s < beams.size(); ++s) {
+    beams[s].live.push_back({{}, 0.0, index_t(s)});
+    beams[s].max_length = max_output_length(source_lengths[s], options);
+  }
+
+  std::vector<float> log_probs;
+  std::vector<detail::candidate> candidates;
+  std::vector<index_t> order, kept;
+  while (!last.empty()) {
+    scorer.score(last, log_probs);
+    kept.clear();
+    last.clear();
+    for (auto& sentence : beams) {
+      if (sentence.done) continue;
+      candidates.clear();
+      for (std::size_t i = 0; i < sentence.live.size(); ++i) {
+        const auto& h = sentence.live[i];
+        detail::best_extensions(log_probs.data() + h.row * vocabulary, vocabulary, h, index_t(i),
+                                index_t(h.tokens.size()) >= sentence.max_length, options, 2 * beam, order,
+                                candidates);
+      }
+      const std::size_t considered = std::min(candidates.size(), 2 * beam);
+      std::partial_sort(candidates.begin(), candidates.begin() + std::ptrdiff_t(considered), candidates.end(),
+                        detail::preferred);
+
+      std::vector<detail::live_hypothesis> live;
+      for (std::size_t rank = 0; rank < considered; ++rank) {
+        const auto& c = candidates[rank];
+        const auto& parent = sentence.live[std::size_t(c.parent)];
+        if (c.next == options.eos) {
+          if (rank < beam && sentence.finished.size() < beam)
+            sentence.finished.push_back({parent.tokens, c.log_prob,
+                                         c.log_prob / length_penalty(parent.tokens.size() + 1, options.alpha)});
+        } else if (live.size() < beam) {
+          auto& h = live.emplace_back(detail::live_hypothesis{parent.tokens, c.log_prob, 0});
+          h.tokens.push_back(c.next);
+          h.row = parent.row;  // the row to continue; renumbered below
+        }
+      }
+      if (sentence.finished.size() >= beam || live.empty()) {
+        sentence.done = true;
+        sentence.live.clear();
+        continue;
+      }
+      for (auto& h : live) {
+        kept.push_back(h.row);
+        last.push_back(h.tokens.back());
+        h.row = index_t(kept.size()) - 1;
+      }
+      sentence.live = std::move(live);
+    }
+    if (!last.empty()) scorer.keep(kept);
+  }
+
+  std::vector<std::vector<hypothesis>> results(beams.size());
+  for (std::size_t s = 0; s < beams.size(); ++s) {
+    auto& finished = beams[s].finished;
+    std::stable_sort(finished.begin(), finished.end(),
+                     [](const hypothesis& a, const hypothesis& b) { return a.score > b.score; });
+    finished.resize(std::min(finished.size(), std::size_t(options.nbest)));
+    results[s] = std::move(finished);
+  }
+  return results;
+}
+
+}  // namespace attn::decode

@@ -1,0 +1,136 @@
+// Incremental decoding with a key/value cache: each step runs the decoder on one new position
+// per hypothesis. Self-attention keys and values of earlier positions are kept, and the
+// encoder-decoder keys and values are computed once per sentence, so a step costs in
+// proportion to one position, not to the whole prefix.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "../nn/transformer.hpp"
+#include "model_rows.hpp"
+#include "search.hpp"
+
+namespace attn::decode {
+
+/// A next_token_scorer over a Transformer that keeps every layer's keys and values.
+template <class T, class C>
+class kv_cache_decoder {
+  using attention = nn::multi_head_attention<T, C>;
+  using keys_type = typename attention::template key_heads<nn::batch>;
+  using values_type = typename attention::template value_heads<nn::batch>;
+  using key_tensor = typename keys_type::tensor_type;
+  using value_tensor = typename values_type::tensor_type;
+
+ public:
+  /// Encodes `sources` (token ids without the end symbol, which is added) once. `ctx` may carry
+  /// an attention record; it never carries a tape.
+  kv_cache_decoder(const nn::transformer<T, C>& model, std::span<const std::vector<token>> sources, token eos,
+                   nn::context ctx = nn::inference())
+      : model_(model), ctx_(ctx), rows_(index_t(sources.size())), memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
+    ctx_.tape = nullptr;
+    const auto source = source_batch(sources, model.pad(), eos);
+    memory_mask_ = nn::padding_mask<T, nn::tgt>(source, 1, model.pad());
+    const auto memory = model.encode(ctx_, source);
+    for (const auto& layer : model.decoder_stack().layers) {
+      auto [k, v] = layer.cross_attention.keys_and_values(ctx_, memory);
+      layers_.push_back({std::move(k), std::move(v), key_tensor(rows_, index_t{0}), value_tensor(rows_, index_t{0})});
+    }
+  }
+
+  index_t vocabulary_size() const { return model_.vocabulary_size(); }
+  /// Positions decoded so far.
+  index_t steps() const { return step_; }
+
+  void score(std::span<const token> last, std::vector<float>& log_probs) {
+    if (index_t(last.size()) != rows_) throw std::invalid_argument("kv_cache_decoder: one token a row is needed");
+    tensor<nn::token, shape<nn::batch, nn::tgt>> ids(rows_, 1);
+    std::copy(last.begin(), last.end(), ids.data());
+    reserve(step_ + 1);
+    const tensor<T, shape<nn::batch, nn::tgt, nn::keys>> no_mask(rows_, 1, step_ + 1);  // the prefix is all visible
+
+    auto x = model_.embedding_layers().target(ctx_, ids, step_);
+    const auto& stack = model_.decoder_stack();
+    for (std::size_t i = 0; i < stack.layers.size(); ++i) {
+      const auto& layer = stack.layers[i];
+      auto& cache = layers_[i];
+      x = layer.with_attention(
+          ctx_, x,
+          [&](const auto& in) {
+            auto [k, v] = layer.self_attention.keys_and_values(ctx_, in);
+            append(cache.self_keys, k.value());
+            append(cache.self_values, v.value());
+            return layer.self_attention.attend(ctx_, in, prefix<keys_type>(cache.self_keys),
+                                               prefix<values_type>(cache.self_values), no_mask);
+          },
+          [&](const auto& in) {
+            return layer.cross_attention.attend(ctx_, in, cache.memory_keys, cache.memory_values, memory_mask_);
+          });
+    }
+    if constexpr (C::norm == nn::norm_placement::pre) x = stack.final_norm(ctx_, x);
+    next_token_log_probs(model_.embedding_layers().logits(ctx_, x).value(), log_probs);
+    ++step_;
+  }
+
+  void keep(std::span<const index_t> rows) {
+    for (auto& cache : layers_) {
+      cache.memory_keys = keys_type(keep_rows(cache.memory_keys.value(), rows));
+      cache.memory_values = values_type(keep_rows(cache.memory_values.value(), rows));
+      cache.self_keys = keep_rows(cache.self_keys, rows);
+      cache.self_values = keep_rows(cache.self_values, rows);
+    }
+    memory_mask_ = keep_rows(memory_mask_, rows);
+    rows_ = index_t(rows.size());
+  }
+
+ private:
+  struct layer_cache {
+    keys_type memory_keys;  // encoder-decoder attention: [rows, heads, source, d_k], fixed
+    values_type memory_values;
+    key_tensor self_keys;  // decoder self-attention: [rows, heads, capacity, d_k], the first step_ filled
+    value_tensor self_values;
+  };
+
+  /// Room for `positions` positions in every self-attention cache, doubling when it grows.
+  void reserve(index_t positions) {
+    for (auto& cache : layers_) {
+      grow(cache.self_keys, positions);
+      grow(cache.self_values, positions);
+    }
+  }
+  template <class Tensor>
+  void grow(Tensor& cache, index_t positions) const {
+    const index_t capacity = cache.size() == 0 ? 0 : cache.template extent<nn::keys>();
+    if (positions <= capacity) return;
+    const index_t heads = attention::heads::extent;
+    const index_t depth = cache.size() == 0 ? 0 : cache.size() / (rows_ * heads * capacity);
+    Tensor grown(extents<typename Tensor::shape_type>(rows_, std::max<index_t>(positions, 2 * capacity)), uninitialized);
+    const index_t new_capacity = grown.template extent<nn::keys>();
+    if (capacity > 0)
+      cpu_backend::copy_blocks(grown.data(), new_capacity * depth, cache.data(), capacity * depth, step_ * depth,
+                               rows_ * heads);
+    cache = std::move(grown);
+  }
+  /// Writes the new position's [rows, heads, 1, depth] into the cache at position step_.
+  template <class Tensor, class New>
+  void append(Tensor& cache, const New& position) const {
+    const index_t capacity = cache.template extent<nn::keys>();
+    const index_t depth = position.size() / (rows_ * attention::heads::extent);
+    cpu_backend::copy_blocks(cache.data() + step_ * depth, capacity * depth, position.data(), depth, depth,
+                             rows_ * attention::heads::extent);
+  }
+  /// Positions 0 … step_ of a cache.
+  template <class Variable, class Tensor>
+  Variable prefix(const Tensor& cache) const {
+    return Variable(slice<nn::keys>(cache, 0, step_ + 1));
+  }
+
+  const nn::transformer<T, C>& model_;
+  nn::context ctx_;
+  index_t rows_;
+  index_t step_ = 0;
+  tensor<T, shape<nn::batch, nn::tgt, nn::keys>> memory_mask_;
+  std::vector<layer_cache> layers_;
+};
+
+}  // namespace attn::decode

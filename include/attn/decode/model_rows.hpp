@@ -1,0 +1,52 @@
+// What both model scorers (kv_cache.hpp, recompute.hpp) do with rows of hypotheses: build the
+// source batch, keep rows, turn the last position's logits into log-probabilities.
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <vector>
+
+#include "../cpu/rows.hpp"
+#include "../expr.hpp"
+#include "../nn/dims.hpp"
+#include "search.hpp"
+
+namespace attn::decode {
+
+/// Source sentences as the model was trained to read them: ids + end symbol, padded to the
+/// longest: [batch, src].
+inline tensor<nn::token, shape<nn::batch, nn::src>> source_batch(std::span<const std::vector<token>> sentences,
+                                                                  token pad, token eos) {
+  std::size_t longest = 0;
+  for (const auto& s : sentences) longest = std::max(longest, s.size());
+  tensor<nn::token, shape<nn::batch, nn::src>> ids(index_t(sentences.size()), index_t(longest + 1));
+  for (std::size_t b = 0; b < sentences.size(); ++b) {
+    for (std::size_t i = 0; i <= longest; ++i)
+      ids(index_t(b), index_t(i)) = i < sentences[b].size() ? sentences[b][i] : i == sentences[b].size() ? eos : pad;
+  }
+  return ids;
+}
+
+/// The rows of x [rows, ...] that go on, in their new order: row i of the result is rows[i] of x.
+template <class T, class B, class... Rest>
+tensor<T, shape<B, Rest...>> keep_rows(const tensor<T, shape<B, Rest...>>& x, std::span<const index_t> rows) {
+  auto sizes = x.extents().sizes();
+  const index_t old_rows = sizes[0];
+  const index_t width = old_rows == 0 ? 0 : x.size() / old_rows;
+  sizes[0] = index_t(rows.size());
+  tensor<T, shape<B, Rest...>> kept(extents<shape<B, Rest...>>::from_array(sizes), uninitialized);
+  cpu_backend::select_rows(kept.data(), x.data(), old_rows, width, rows.data(), index_t(rows.size()));
+  return kept;
+}
+
+/// log softmax over the vocabulary of logits [rows, 1, vocab], written row after row to `out`.
+template <class T, class L>
+void next_token_log_probs(const tensor<T, shape<nn::batch, L, nn::vocab>>& logits, std::vector<float>& out) {
+  const auto row_max = eval(max<nn::vocab>(logits));
+  const auto shifted = eval(logits - broadcast_like(row_max, logits));
+  const auto log_sum = eval(log(sum<nn::vocab>(exp(shifted))));
+  const auto log_probs = eval(shifted - broadcast_like(log_sum, shifted));
+  out.assign(log_probs.data(), log_probs.data() + log_probs.size());
+}
+
+}  // namespace attn::decode
