@@ -4,72 +4,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
+#include <attn/train/average.hpp>
 #include <attn/train/checkpoint.hpp>
-#include <attn/train/safetensors.hpp>
 
 namespace {
 
 namespace fs = std::filesystem;
-namespace st = attn::train::safetensors;
-
-/// The metadata that says which model a file belongs to: every "model.*" key.
-std::map<std::string, std::string> model_description(const st::file& file) {
-  std::map<std::string, std::string> description;
-  for (const auto& [key, value] : file.metadata())
-    if (key.starts_with("model.")) description.emplace(key, value);
-  return description;
-}
 
 int average(const std::vector<fs::path>& inputs, const fs::path& output) {
-  // One file in memory at a time (a big model's checkpoint with its Adam moments is 2.6 GB);
-  // sums in double, so that the mean of k float checkpoints is exact to float precision.
-  std::vector<std::string> names;
-  std::vector<std::vector<std::int64_t>> shapes;
-  std::map<std::string, std::string> description;
-  std::vector<std::vector<double>> sums;
-  fs::path first;
-  for (const auto& path : inputs) {
-    const auto file = st::file::load(path);
-    if (names.empty()) {
-      first = path;
-      for (const auto& name : file.names())
-        if (name.starts_with("model.")) names.push_back(name);
-      if (names.empty()) throw st::format_error(path, "holds no model.* tensors: not an attn checkpoint");
-      description = model_description(file);
-      for (const auto& name : names) {
-        shapes.push_back(file.at(name).shape);
-        sums.emplace_back(file.at(name).bytes / sizeof(float), 0.0);
-      }
-    } else if (model_description(file) != description) {
-      throw st::format_error(path, "belongs to another model than " + first.string() + " (its model.* metadata differ)");
-    }
-    for (std::size_t t = 0; t < names.size(); ++t) {
-      const auto& info = file.at(names[t]);
-      if (info.type != st::dtype::f32 || info.shape != shapes[t])
-        throw st::format_error(path, "tensor '" + names[t] + "' differs in type or shape from " + first.string());
-      const auto values = file.values<float>(names[t]);
-      for (std::size_t i = 0; i < values.size(); ++i) sums[t][i] += values[i];
-    }
-    std::fprintf(stderr, "read %s\n", path.c_str());
-  }
-
-  std::vector<std::vector<float>> means;
-  for (const auto& sum : sums) {
-    auto& mean = means.emplace_back(sum.size());
-    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = float(sum[i] / double(inputs.size()));
-  }
-  st::writer out;
-  for (std::size_t t = 0; t < names.size(); ++t) out.add(names[t], shapes[t], means[t].data());
-  for (const auto& [key, value] : description) out.set_metadata(key, value);
-  out.set_metadata("attn.format", attn::train::weights_format);
-  std::string sources;
-  for (const auto& path : inputs) sources += (sources.empty() ? "" : ",") + path.filename().string();
-  out.set_metadata("attn.averaged_from", sources);
-  out.save(output);
+  for (const auto& path : inputs) std::fprintf(stderr, "reading %s\n", path.c_str());
+  attn::train::save_averaged(output, attn::train::average_checkpoints(inputs));
   std::fprintf(stderr, "wrote %s: the mean of %zu checkpoints\n", output.c_str(), inputs.size());
   return 0;
 }
