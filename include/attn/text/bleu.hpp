@@ -20,51 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "utf8.hpp"
+
 namespace attn::text {
 
 namespace detail {
-
-/// One character of UTF-8 text: its code point and how many bytes it takes.
-struct utf8_char {
-  char32_t code_point;
-  std::size_t length;
-};
-
-/// The character that starts at `offset`. A byte that does not start a well-formed sequence is a
-/// character of its own (with a code point no real character has), as Python's "surrogateescape"
-/// decoding would make it, so that malformed text is still measured the same way sacreBLEU would.
-constexpr utf8_char utf8_char_at(std::string_view text, std::size_t offset) noexcept {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[offset + k]); };
-  const unsigned char lead = byte(0);
-  const utf8_char malformed{0xDC00u + lead, 1};
-  if (lead < 0x80) return {lead, 1};
-  std::size_t length = 0;
-  unsigned char second_low = 0x80, second_high = 0xBF;
-  char32_t code_point = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code_point = lead & 0x1Fu;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code_point = lead & 0x0Fu;
-    if (lead == 0xE0) second_low = 0xA0;   // no overlongs
-    if (lead == 0xED) second_high = 0x9F;  // no surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code_point = lead & 0x07u;
-    if (lead == 0xF0) second_low = 0x90;
-    if (lead == 0xF4) second_high = 0x8F;  // nothing past U+10FFFF
-  } else {
-    return malformed;
-  }
-  if (text.size() - offset < length) return malformed;
-  if (byte(1) < second_low || byte(1) > second_high) return malformed;
-  for (std::size_t k = 1; k < length; ++k) {
-    if (byte(k) < 0x80 || byte(k) > 0xBF) return malformed;
-    code_point = (code_point << 6) | (byte(k) & 0x3Fu);
-  }
-  return {code_point, length};
-}
 
 /// Whether Python's str.isspace() holds, which is what str.split() and str.rstrip() break and strip
 /// on: the ASCII blanks, the four information separators U+001C..U+001F, and Unicode's spaces and
