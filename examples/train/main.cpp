@@ -107,7 +107,8 @@ const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper)
   const compiled_model* preset = nullptr;
   for (const auto& m : compiled_models())
     if (o.preset == m.name) preset = &m;
-  if (preset == nullptr) throw std::runtime_error("unknown --config " + o.preset);
+  if (preset == nullptr)
+    throw std::runtime_error("--config " + o.preset + " is not compiled into this attn-train (meson option example_models)");
   model_widths w = preset->widths;
   if (o.d_model) w.d_model = o.d_model;
   if (o.d_ff) w.d_ff = o.d_ff;
@@ -121,7 +122,7 @@ const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper)
     std::string known;
     for (const auto& m : compiled_models()) known += std::string("\n  ") + m.name + " " + m.widths.to_string();
     throw std::runtime_error("no model is compiled for " + w.to_string() + "; attn-train has:" + known +
-                             "\n(build with -Dtrainer_table3=true for the widths of Table 3, rows A-C)");
+                             "\n(meson options: example_models for the presets, trainer_table3=true for the widths of Table 3, rows A-C)");
   }
   hyper = preset_hyperparameters(o.preset);
   if (o.layers) hyper.layers = o.layers;

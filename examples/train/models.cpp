@@ -11,10 +11,18 @@
 
 namespace attn::trainer {
 
+#if defined(ATTN_MODEL_TINY)
 int train_tiny(session&);
+#endif
+#if defined(ATTN_MODEL_SMALL)
 int train_small(session&);
+#endif
+#if defined(ATTN_MODEL_BASE)
 int train_base(session&);
+#endif
+#if defined(ATTN_MODEL_BIG)
 int train_big(session&);
+#endif
 #if defined(ATTN_TRAINER_TABLE3)
 int train_table3_a_1(session&);
 int train_table3_a_4(session&);
@@ -30,10 +38,18 @@ int train_table3_c_ff4096(session&);
 
 std::span<const compiled_model> compiled_models() {
   static const compiled_model models[] = {
+#if defined(ATTN_MODEL_TINY)
       {"tiny", widths_of<nn::tiny>(), train_tiny},
+#endif
+#if defined(ATTN_MODEL_SMALL)
       {"small", widths_of<nn::small>(), train_small},
+#endif
+#if defined(ATTN_MODEL_BASE)
       {"base", widths_of<nn::base>(), train_base},
+#endif
+#if defined(ATTN_MODEL_BIG)
       {"big", widths_of<nn::big>(), train_big},
+#endif
 #if defined(ATTN_TRAINER_TABLE3)
       {"table3.a_1", widths_of<nn::table3::a_1>(), train_table3_a_1},
       {"table3.a_4", widths_of<nn::table3::a_4>(), train_table3_a_4},
@@ -56,11 +72,6 @@ nn::hyperparameters preset_hyperparameters(const std::string& preset) {
   if (preset == "base") return nn::defaults<nn::base>();
   if (preset == "big") return nn::defaults<nn::big>();
   throw std::invalid_argument("unknown preset '" + preset + "'");
-}
-
-std::string model_widths::to_string() const {
-  return "(d_model " + std::to_string(d_model) + ", d_ff " + std::to_string(d_ff) + ", h " + std::to_string(heads) +
-         ", d_k " + std::to_string(d_k) + ", d_v " + std::to_string(d_v) + ")";
 }
 
 train::model_description session::description(const model_widths& widths) const {

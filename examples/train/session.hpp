@@ -12,6 +12,7 @@
 #include <attn/train/checkpoint.hpp>
 #include <attn/train/communicator.hpp>
 
+#include "../common/model_widths.hpp"
 #include "options.hpp"
 
 namespace attn::trainer {
@@ -19,11 +20,8 @@ namespace attn::trainer {
 /// Exit statuses beside 0 (done), 1 (error) and 2 (bad command line).
 inline constexpr int exit_bad_steps = 3;
 
-struct model_widths {
-  int d_model = 0, d_ff = 0, heads = 0, d_k = 0, d_v = 0;
-  bool operator==(const model_widths&) const = default;
-  std::string to_string() const;
-};
+using examples::model_widths;
+using examples::widths_of;
 
 struct session {
   session(options o, train::communicator* c, text::subword_model v, std::string name, nn::hyperparameters h)
@@ -42,12 +40,6 @@ struct session {
   train::model_description description(const model_widths& widths) const;
   std::string batch_plan_digest() const;
 };
-
-template <class C>
-constexpr model_widths widths_of() {
-  return {int(C::d_model::extent), int(C::d_ff::extent), int(C::heads::extent), int(C::d_k::extent),
-          int(C::d_v::extent)};
-}
 
 /// Runs training for the model compiled with configuration C; returns the exit status.
 template <class C>

@@ -1,0 +1,58 @@
+// What attn-translate has prepared before a model exists: options, vocabulary, input, weights.
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <attn/nn/config.hpp>
+#include <attn/text/subword.hpp>
+#include <attn/train/average.hpp>
+
+#include "../common/model_widths.hpp"
+
+namespace attn::translator {
+
+using examples::model_widths;
+using examples::widths_of;
+
+struct options {
+  std::filesystem::path checkpoint, run, vocabulary, input, output, references, attention_dir, scores;
+  int average = 1;
+  int beam = 4;
+  bool greedy = false;
+  double alpha = 0.6;
+  int max_length_offset = 50;
+  int nbest = 1;
+  int batch_size = 32;
+  int threads = 0;
+  int samples = 0;
+  std::vector<int> attention_lines{1};
+  bool quiet = false;
+};
+
+struct job {
+  job(options o, text::subword_model v) : opts(std::move(o)), vocabulary(std::move(v)) {}
+
+  options opts;
+  text::subword_model vocabulary;
+  std::vector<std::string> lines;       // the input, one sentence a line
+  std::vector<std::string> references;  // --bleu's reference translations, or none
+  train::averaged_weights weights;
+  nn::hyperparameters hyper;
+  std::string model_name;
+};
+
+/// Translates job.lines with the model compiled for configuration C; returns the exit status.
+template <class C>
+int translate(job& j);
+
+struct compiled_model {
+  const char* name;
+  model_widths widths;
+  int (*translate)(job&);
+};
+std::span<const compiled_model> compiled_models();
+
+}  // namespace attn::translator

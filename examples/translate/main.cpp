@@ -1,0 +1,229 @@
+// attn-translate: translates text with a model trained by attn-train, by beam search (paper
+// §6.1: beam 4, length penalty α 0.6, maximum length input + 50) or greedily; scores the
+// output with BLEU and chrF as sacreBLEU does; draws the encoder-decoder attention.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <attn/text/utf8.hpp>
+#include <attn/train/checkpoint.hpp>
+
+#include "job.hpp"
+#include "output.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace attn;
+using translator::options;
+
+/// Parses the command line into `o`; returns an exit status when the program should stop.
+std::optional<int> parse(int argc, char** argv, options& o) {
+  CLI::App app{
+      "attn-translate: translates one sentence a line with a model trained by attn-train, by beam search\n"
+      "(paper §6.1: beam 4, alpha 0.6, at most input length + 50 tokens) or greedily, and scores it.\n"
+      "Example: attn-translate --run runs/bible-en-es --average 5 --input test.en --bleu test.es",
+      "attn-translate"};
+  app.get_formatter()->column_width(34);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  auto* model = "Model";
+  auto* checkpoint = app.add_option("--checkpoint", o.checkpoint, "a checkpoint or averaged weights file")
+                         ->check(CLI::ExistingFile)
+                         ->group(model);
+  auto* run = app.add_option("--run", o.run, "an attn-train --out directory: use its newest checkpoints")
+                  ->check(CLI::ExistingDirectory)
+                  ->group(model);
+  checkpoint->excludes(run);
+  app.add_option("--average", o.average, "with --run: average its last K checkpoints on the fly")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000))
+      ->group(model);
+  app.add_option("--vocab", o.vocabulary, "SentencePiece model (default: vocab.model beside the checkpoint)")
+      ->check(CLI::ExistingFile)
+      ->group(model);
+
+  auto* io = "Input and output";
+  app.add_option("--input,-i", o.input, "text to translate, one sentence a line (default: standard input)")
+      ->check(CLI::ExistingFile)
+      ->group(io);
+  app.add_option("--output,-o", o.output, "translations, a line each (default: standard output)")->group(io);
+  app.add_option("--bleu", o.references, "reference translations: print BLEU and chrF (sacreBLEU's defaults)")
+      ->check(CLI::ExistingFile)
+      ->group(io);
+  app.add_option("--scores", o.scores, "write the scores and speed as JSON to this file")->group(io);
+  app.add_option("--samples", o.samples, "print this many lines beside their references")
+      ->check(CLI::Range(0, 1000))
+      ->group(io);
+  app.add_flag("--quiet,-q", o.quiet, "no progress line")->group(io);
+
+  auto* search = "Search";
+  app.add_option("--beam", o.beam, "beam size")->capture_default_str()->check(CLI::Range(1, 1000))->group(search);
+  app.add_flag("--greedy", o.greedy, "greedy search instead of beam search")->group(search);
+  app.add_option("--alpha", o.alpha, "length penalty alpha: scores are log P / ((5 + |Y|) / 6)^alpha")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0))
+      ->group(search);
+  app.add_option("--max-len-offset", o.max_length_offset, "at most input length + this many tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000))
+      ->group(search);
+  app.add_option("--nbest", o.nbest, "write the K best: \"i ||| translation ||| score\" lines")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000))
+      ->group(search);
+  app.add_option("--batch-size", o.batch_size, "sentences decoded together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000))
+      ->group(search);
+  app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
+
+  auto* pictures = "Attention pictures (the paper's appendix figures)";
+  app.add_option("--attention-png", o.attention_dir,
+                 "write PNG heatmaps of the encoder-decoder attention, a file per layer with every head")
+      ->group(pictures);
+  app.add_option("--attention-lines", o.attention_lines, "input lines (from 1) to draw")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::PositiveNumber)
+      ->group(pictures);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (o.checkpoint.empty() && o.run.empty()) {
+    std::fprintf(stderr, "attn-translate: give --checkpoint FILE or --run DIR (see --help)\n");
+    return 2;
+  }
+  if (o.nbest > (o.greedy ? 1 : o.beam)) {
+    std::fprintf(stderr, "attn-translate: --nbest %d exceeds the %s\n", o.nbest,
+                 o.greedy ? "single greedy translation" : "beam size");
+    return 2;
+  }
+  return std::nullopt;
+}
+
+/// The lines of a file or of standard input, checked to be UTF-8; a trailing '\r' and a
+/// leading byte-order mark are dropped.
+std::vector<std::string> read_lines(const fs::path& path, const std::string& name) {
+  std::ifstream file;
+  if (!path.empty()) {
+    file.open(path, std::ios::binary);
+    if (!file) throw std::runtime_error(name + ": cannot open");
+  }
+  std::istream& in = path.empty() ? std::cin : file;
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (lines.empty() && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (const auto bad = text::first_invalid_utf8(line))
+      throw std::runtime_error(name + ":" + std::to_string(lines.size() + 1) + ": invalid UTF-8 at byte " +
+                               std::to_string(*bad + 1));
+    lines.push_back(std::move(line));
+  }
+  if (in.bad()) throw std::runtime_error(name + ": read error");
+  return lines;
+}
+
+/// The checkpoints to use: --checkpoint, or the newest --average of --run.
+std::vector<fs::path> checkpoints_of(const options& o) {
+  if (!o.checkpoint.empty()) return {o.checkpoint};
+  const auto found = train::checkpoint_files(o.run);
+  if (found.empty()) throw std::runtime_error("--run: no checkpoint-*.safetensors in '" + o.run.string() + "'");
+  if (int(found.size()) < o.average)
+    std::fprintf(stderr, "attn-translate: warning: '%s' holds %zu checkpoints, fewer than --average %d\n",
+                 o.run.c_str(), found.size(), o.average);
+  return {found.end() - std::min<std::ptrdiff_t>(o.average, std::ptrdiff_t(found.size())), found.end()};
+}
+
+int count_of(const train::averaged_weights& w, const std::string& key) {
+  const std::string& text = w.metadata(key);
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value <= 0)
+    throw train::safetensors::format_error(w.sources.front(), "metadata '" + key + "' should be a count, not '" + text + "'");
+  return value;
+}
+
+int run(options o) {
+#if defined(_OPENMP)
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+#endif
+  const auto files = checkpoints_of(o);
+  const fs::path vocabulary = o.vocabulary.empty() ? files.front().parent_path() / "vocab.model" : o.vocabulary;
+  translator::job j(o, text::subword_model::load(vocabulary));
+  j.lines = read_lines(o.input, translator::input_name(o));
+  if (!o.references.empty()) {
+    j.references = read_lines(o.references, o.references.string());
+    if (j.references.size() != j.lines.size())
+      throw std::runtime_error("'" + o.references.string() + "' has " + std::to_string(j.references.size()) +
+                               " lines but " + translator::input_name(o) + " has " + std::to_string(j.lines.size()));
+  }
+  for (int line : o.attention_lines)
+    if (!o.attention_dir.empty() && std::size_t(line) > j.lines.size())
+      throw std::runtime_error("--attention-lines: line " + std::to_string(line) + " is past the input's " +
+                               std::to_string(j.lines.size()) + " lines");
+
+  j.weights = train::average_checkpoints(files);
+  if (!o.quiet) {
+    for (const auto& f : files) std::fprintf(stderr, "%s %s\n", files.size() > 1 ? "averaging" : "loading", f.c_str());
+  }
+
+  const translator::model_widths widths{count_of(j.weights, "model.d_model"), count_of(j.weights, "model.d_ff"),
+                                        count_of(j.weights, "model.heads"), count_of(j.weights, "model.d_k"),
+                                        count_of(j.weights, "model.d_v")};
+  if (count_of(j.weights, "model.vocab_size") != j.vocabulary.size())
+    throw std::runtime_error("the checkpoint's vocabulary has " + j.weights.metadata("model.vocab_size") +
+                             " pieces, but '" + vocabulary.string() + "' has " + std::to_string(j.vocabulary.size()));
+  if (j.weights.metadata("model.norm") != "post" || j.weights.metadata("model.tied_embeddings") != "true")
+    throw std::runtime_error("attn-translate is compiled for post-norm models with tied embeddings");
+  j.hyper.layers = count_of(j.weights, "model.layers");
+  j.hyper.dropout = 0.0;
+  const std::string& positions = j.weights.metadata("model.positions");
+  if (positions != "sinusoidal" && positions != "learned")
+    throw train::safetensors::format_error(files.front(), "model.positions is '" + positions + "'");
+  j.hyper.positions = positions == "learned" ? nn::positional::learned : nn::positional::sinusoidal;
+
+  for (const auto& m : translator::compiled_models()) {
+    if (m.widths == widths) {
+      j.model_name = m.name;
+      return m.translate(j);
+    }
+  }
+  std::string compiled;
+  for (const auto& m : translator::compiled_models()) compiled += std::string("\n  ") + m.name + " " + m.widths.to_string();
+  throw std::runtime_error("the checkpoint's widths " + widths.to_string() +
+                           " are not compiled into attn-translate; compiled:" + compiled);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  if (const auto status = parse(argc, argv, o)) return *status;
+  try {
+    return run(std::move(o));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attn-translate: %s\n", e.what());
+    return 1;
+  }
+}

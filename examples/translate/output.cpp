@@ -1,0 +1,101 @@
+#include "output.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+namespace attn::translator {
+
+std::string input_name(const options& o) { return o.input.empty() ? "standard input" : o.input.string(); }
+
+progress_line::progress_line(std::size_t sentences, bool quiet)
+    : total_(sentences), quiet_(quiet), terminal_(isatty(STDERR_FILENO) == 1) {}
+
+void progress_line::advance(std::size_t sentences, std::size_t tokens) {
+  done_ += sentences;
+  tokens_ += tokens;
+  if (quiet_ || (!terminal_ && done_ < next_report_ && done_ < total_)) return;
+  next_report_ = done_ + std::max<std::size_t>(1, total_ / 10);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = double(done_) / std::max(seconds, 1e-9);
+  std::fprintf(stderr, "%stranslated %zu/%zu sentences, %.1f sentences/s, %.0f tokens/s, %.0f s left%s",
+               terminal_ ? "\r" : "", done_, total_, rate, double(tokens_) / std::max(seconds, 1e-9),
+               double(total_ - done_) / std::max(rate, 1e-9), terminal_ ? "\033[K" : "\n");
+  std::fflush(stderr);
+}
+
+double progress_line::finish() {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (!quiet_) {
+    if (terminal_) std::fputc('\n', stderr);
+    std::fprintf(stderr, "%zu sentences, %zu output tokens in %.2f s: %.2f sentences/s, %.1f tokens/s\n", total_,
+                 tokens_, seconds, double(total_) / seconds, double(tokens_) / seconds);
+  }
+  return seconds;
+}
+
+namespace {
+/// Writes through a temporary beside `path`, then renames it into place: a reader never sees
+/// half a file, and an interrupted run leaves the previous one intact.
+template <class Write>
+void write_atomically(const std::filesystem::path& path, Write&& write) {
+  auto temporary = path;
+  temporary += ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(temporary.string() + ": cannot open for writing");
+    write(out);
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(temporary);
+      throw std::runtime_error(temporary.string() + ": write failed");
+    }
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+void write_lines(std::ostream& out, const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
+                 const std::vector<std::string>& best) {
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (j.opts.nbest <= 1) {
+      out << best[i] << '\n';
+      continue;
+    }
+    for (const auto& h : results[i]) {
+      char score[32];
+      std::snprintf(score, sizeof score, "%.6f", h.score);
+      out << i << " ||| " << j.vocabulary.decode(h.tokens) << " ||| " << score << '\n';
+    }
+  }
+}
+}  // namespace
+
+void write_translations(const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
+                        const std::vector<std::string>& best) {
+  if (j.opts.output.empty()) {
+    write_lines(std::cout, j, results, best);
+    if (!std::cout.flush()) throw std::runtime_error("cannot write the translations to standard output");
+    return;
+  }
+  write_atomically(j.opts.output, [&](std::ostream& out) { write_lines(out, j, results, best); });
+}
+
+void print_samples(const job& j, const std::vector<std::string>& best) {
+  const std::size_t count = std::min<std::size_t>(std::size_t(j.opts.samples), best.size());
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t i = k * best.size() / count;
+    std::fprintf(stderr, "\n[line %zu]\n  source:      %s\n", i + 1, j.lines[i].c_str());
+    if (!j.references.empty()) std::fprintf(stderr, "  reference:   %s\n", j.references[i].c_str());
+    std::fprintf(stderr, "  translation: %s\n", best[i].c_str());
+  }
+  std::fputc('\n', stderr);
+}
+
+void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& value) {
+  write_atomically(path, [&](std::ostream& out) { out << value.dump(2) << '\n'; });
+}
+
+}  // namespace attn::translator

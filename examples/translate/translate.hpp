@@ -1,0 +1,189 @@
+// attn-translate's work for one compiled model: load the weights, translate the input in
+// batches of sentences of about equal length, write, score, draw attention.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <attn/attn.hpp>
+#include <attn/decode.hpp>
+#include <attn/text/bleu.hpp>
+#include <attn/text/chrf.hpp>
+#include <nlohmann/json.hpp>
+
+#include "heatmap.hpp"
+#include "job.hpp"
+#include "output.hpp"
+
+namespace attn::translator {
+
+namespace detail {
+
+using token = decode::token;
+
+/// Input lines as subword ids. A model with learned positions has a table of fixed length;
+/// a longer sentence is an error that names its line.
+inline std::vector<std::vector<token>> encode_lines(const job& j, index_t max_positions) {
+  std::vector<std::vector<token>> sources(j.lines.size());
+  for (std::size_t i = 0; i < j.lines.size(); ++i) {
+    sources[i] = j.vocabulary.encode(j.lines[i]);
+    if (index_t(sources[i].size()) + 1 > max_positions)
+      throw std::runtime_error(input_name(j.opts) + ":" + std::to_string(i + 1) + ": " +
+                               std::to_string(sources[i].size()) + " subwords; the model's learned positions hold " +
+                               std::to_string(max_positions - 1) + " and the end symbol");
+  }
+  return sources;
+}
+
+/// Pictures of the encoder-decoder attention of every layer while the model reads its own
+/// translation of line `line` (1-based): DIR/line-N-layer-L.png, and DIR/line-N.txt naming the
+/// pieces of the rows (target) and columns (source).
+template <class C>
+void draw_attention(const job& j, const nn::transformer<float, C>& model, const std::vector<token>& source,
+                    const std::vector<token>& translation, int line) {
+  const auto& dir = j.opts.attention_dir;
+  const std::vector<std::vector<token>> one{source};
+  const auto ids = decode::source_batch(one, model.pad(), text::subword_model::eos_id);
+  tensor<nn::token, shape<nn::batch, nn::tgt>> target(1, index_t(translation.size()) + 1);
+  target(0, 0) = text::subword_model::bos_id;
+  for (std::size_t i = 0; i < translation.size(); ++i) target(0, index_t(i) + 1) = translation[i];
+
+  nn::attention_record record;
+  nn::context ctx;
+  ctx.attention = &record;
+  model.decode(ctx, model.encode(ctx, ids), ids, target);
+
+  const auto layers = record.of(nn::attention_kind::encoder_decoder);
+  const std::string stem = "line-" + std::to_string(line);
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const auto& w = *layers[l];
+    std::vector<weight_grid> heads;
+    for (index_t h = 0; h < w.heads; ++h) {
+      weight_grid& grid = heads.emplace_back(weight_grid{int(w.queries), int(w.keys), {}});
+      for (index_t q = 0; q < w.queries; ++q)
+        for (index_t k = 0; k < w.keys; ++k) grid.values.push_back(w.at(0, h, q, k));
+    }
+    write_heatmap_png(dir / (stem + "-layer-" + std::to_string(l + 1) + ".png"), heads);
+  }
+  std::ofstream legend(dir / (stem + ".txt"));
+  legend << "# Encoder-decoder attention for input line " << line << ", one PNG a layer, heads side by side.\n"
+         << "# Rows: the target piece being predicted, top to bottom. Columns: source pieces, left to right.\n"
+         << "source:";
+  for (token t : source) legend << ' ' << j.vocabulary.piece(t);
+  legend << " </s>\ntarget:";
+  for (token t : translation) legend << ' ' << j.vocabulary.piece(t);
+  legend << " </s>\n";
+  if (!legend) throw std::runtime_error((dir / (stem + ".txt")).string() + ": cannot write");
+}
+
+}  // namespace detail
+
+template <class C>
+int translate(job& j) {
+  using detail::token;
+  const auto& o = j.opts;
+  const auto start = std::chrono::steady_clock::now();
+  nn::transformer<float, C> model(j.vocabulary.size(), 1, text::subword_model::pad_id, j.hyper);
+  {
+    auto parameters = model.parameters();
+    train::load_averaged(j.weights, parameters);
+    j.weights = {};  // the model holds them now
+  }
+  const index_t max_positions =
+      j.hyper.positions == nn::positional::learned ? C::max_positions : std::numeric_limits<index_t>::max() / 2;
+  const auto sources = detail::encode_lines(j, max_positions);
+
+  decode::search_options search;
+  search.beam = o.greedy ? 1 : o.beam;
+  search.nbest = o.greedy ? 1 : o.nbest;
+  search.alpha = o.alpha;
+  search.max_length_offset = o.max_length_offset;
+  search.bos = text::subword_model::bos_id;
+  search.eos = text::subword_model::eos_id;
+  search.pad = text::subword_model::pad_id;
+  search.check();
+
+  // Batches of sentences of about equal length, so little is padding; longest first, so the
+  // progress line's estimate errs on the long side.
+  std::vector<std::size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return sources[a].size() > sources[b].size(); });
+  std::vector<std::vector<decode::hypothesis>> results(sources.size());
+  progress_line progress(sources.size(), o.quiet);
+  for (std::size_t first = 0; first < order.size(); first += std::size_t(o.batch_size)) {
+    const std::size_t last = std::min(order.size(), first + std::size_t(o.batch_size));
+    std::vector<std::vector<token>> batch;
+    std::vector<index_t> lengths;
+    for (std::size_t i = first; i < last; ++i) {
+      batch.push_back(sources[order[i]]);
+      lengths.push_back(index_t(sources[order[i]].size()));
+    }
+    // Learned positions end: outputs may not outgrow the table.
+    if (max_positions < std::numeric_limits<index_t>::max() / 2)
+      search.max_length_offset = int(std::min<index_t>(o.max_length_offset, max_positions - 1 - lengths.front()));
+    decode::kv_cache_decoder<float, C> scorer(model, batch, search.eos);
+    if (o.greedy) {
+      auto found = decode::greedy_search(scorer, lengths, search);
+      for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(found[i - first])};
+    } else {
+      auto found = decode::beam_search(scorer, lengths, search);
+      for (std::size_t i = first; i < last; ++i) results[order[i]] = std::move(found[i - first]);
+    }
+    std::size_t tokens = 0;
+    for (std::size_t i = first; i < last; ++i) tokens += results[order[i]].front().tokens.size() + 1;
+    progress.advance(last - first, tokens);
+  }
+  const double seconds = progress.finish();
+
+  std::vector<std::string> best(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) best[i] = j.vocabulary.decode(results[i].front().tokens);
+  write_translations(j, results, best);
+
+  nlohmann::json scores = {
+      {"model", j.model_name},
+      {"search", o.greedy ? "greedy" : "beam"},
+      {"beam", search.beam},
+      {"alpha", search.alpha},
+      {"sentences", sources.size()},
+      {"output_tokens", progress.tokens()},
+      {"seconds", seconds},
+      {"sentences_per_second", double(sources.size()) / seconds},
+      {"tokens_per_second", double(progress.tokens()) / seconds},
+      {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+  };
+  if (!j.references.empty()) {
+    const std::vector<std::vector<std::string>> references{j.references};
+    const auto bleu = text::corpus_bleu(best, references);
+    const auto chrf = text::corpus_chrf(best, references);
+    std::fprintf(stderr, "%s\n%s\n", bleu.format().c_str(), chrf.format().c_str());
+    scores["bleu"] = bleu.score;
+    scores["bleu_signature"] = bleu.format();
+    scores["brevity_penalty"] = bleu.brevity_penalty;
+    scores["length_ratio"] = bleu.ratio;
+    scores["precisions"] = bleu.precisions;
+    scores["chrf"] = chrf.score;
+  }
+  if (o.samples > 0) print_samples(j, best);
+  if (!o.scores.empty()) write_json_atomically(o.scores, scores);
+
+  if (!o.attention_dir.empty()) {
+    std::filesystem::create_directories(o.attention_dir);
+    for (int line : o.attention_lines) {
+      const std::size_t i = std::size_t(line - 1);
+      detail::draw_attention(j, model, sources[i], results[i].front().tokens, line);
+    }
+    std::fprintf(stderr, "attention pictures of %zu line(s) in %s\n", o.attention_lines.size(),
+                 o.attention_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace attn::translator

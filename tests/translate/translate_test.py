@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""End-to-end tests of attn-translate on a model that attn-train trains on the toy corpus
+(tests/train/toy_corpus.py): greedy and beam search, BLEU, averaging on the fly, n-best lists,
+attention pictures, and the errors it promises to report.
+
+    python3 tests/translate/translate_test.py BUILD/examples/attn-translate BUILD/examples/attn-train \
+        BUILD/examples/attn-average [unittest args]
+"""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "train"))
+import toy_corpus  # noqa: E402
+
+TRANSLATE = TRAIN = AVERAGE = None  # set from the command line
+WORK = None                         # a temporary directory for the whole run
+MODEL_DIR = None                    # the trained model's run directory
+
+
+def run(program, args, expect=0, **kwargs):
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    done = subprocess.run([str(program)] + [str(a) for a in args], capture_output=True, text=True, env=env,
+                          timeout=600, **kwargs)
+    if done.returncode != expect:
+        raise AssertionError(f"exit status {done.returncode}, expected {expect}\n--- args: {args}\n"
+                             f"--- stderr:\n{done.stderr[-4000:]}")
+    return done
+
+
+def translate(*args, expect=0, **kwargs):
+    return run(TRANSLATE, ["--threads", 2] + list(args), expect=expect, **kwargs)
+
+
+def toy(name):
+    return WORK / "toy" / name
+
+
+def train_model():
+    """A one-layer tiny model trained for 1 000 steps: enough to translate the toy language well."""
+    data = WORK / "toy"
+    toy_corpus.write(data, "train", 2000, seed=7)
+    toy_corpus.write(data, "valid", 100, seed=8)
+    out = WORK / "model"
+    run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
+                "--vocab-size", 64, "--warmup", 100, "--lr-scale", 0.3, "--dropout", 0, "--batch-tokens", 600,
+                "--threads", 2, "--max-steps", 1000, "--save-every", 100, "--keep", 5, "--out", out])
+    return out
+
+
+def png_size(path):
+    """(width, height) from a PNG's IHDR chunk, after checking the signature and the chunk's CRC."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    body = data[16:29]
+    assert struct.unpack(">I", data[29:33])[0] == zlib.crc32(kind + body), "IHDR CRC mismatch"
+    return struct.unpack(">II", body[:8])
+
+
+class Translation(unittest.TestCase):
+    def scores(self, name, *args):
+        path = WORK / f"{name}.json"
+        out = WORK / f"{name}.txt"
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--bleu", toy("valid.tgt"),
+                         "--output", out, "--scores", path, *args)
+        return json.loads(path.read_text()), out.read_text().splitlines(), done
+
+    def test_greedy_and_beam_search_translate_held_out_sentences_and_score_them(self):
+        greedy, greedy_lines, done = self.scores("greedy", "--greedy")
+        beam, beam_lines, _ = self.scores("beam", "--beam", 4, "--samples", 2)
+        self.assertEqual(len(greedy_lines), 100)
+        self.assertEqual(len(beam_lines), 100)
+        self.assertIn("BLEU = ", done.stderr)
+        self.assertIn("chrF2 = ", done.stderr)
+        self.assertIn("100 sentences", done.stderr)
+        for s in (greedy, beam):
+            self.assertGreater(s["bleu"], 80.0, s)
+            self.assertGreater(s["chrf"], 80.0, s)
+            self.assertGreater(s["brevity_penalty"], 0.9, s)
+            self.assertEqual(s["sentences"], 100)
+            self.assertGreater(s["sentences_per_second"], 0)
+        self.assertEqual(greedy["search"], "greedy")
+        self.assertEqual(beam["beam"], 4)
+        self.assertAlmostEqual(beam["alpha"], 0.6)
+        # Most held-out sentences are translated exactly (the target is the reversed dictionary).
+        references = toy("valid.tgt").read_text().splitlines()
+        exact = sum(a == b for a, b in zip(beam_lines, references))
+        self.assertGreater(exact, 60)
+
+    def test_averaging_on_the_fly_equals_attn_average(self):
+        on_the_fly = translate("--run", MODEL_DIR, "--average", 3, "--input", toy("valid.src"), "--quiet").stdout
+        averaged = WORK / "averaged-3.safetensors"
+        run(AVERAGE, ["--run", MODEL_DIR, "--last", 3, "--out", averaged])
+        from_file = translate("--checkpoint", averaged, "--vocab", MODEL_DIR / "vocab.model",
+                              "--input", toy("valid.src"), "--quiet").stdout
+        self.assertEqual(on_the_fly, from_file)
+        self.assertEqual(len(on_the_fly.splitlines()), 100)
+
+    def test_standard_input_to_standard_output(self):
+        lines = toy("valid.src").read_text().splitlines()[:5]
+        done = translate("--checkpoint", sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1], "--quiet",
+                         input="\n".join(lines) + "\n")
+        self.assertEqual(len(done.stdout.splitlines()), 5)
+        self.assertEqual(done.stderr, "")
+
+    def test_nbest_lists_are_ordered_and_start_with_the_best(self):
+        best = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet").stdout.splitlines()
+        nbest = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--nbest", 3).stdout
+        rows = [line.split(" ||| ") for line in nbest.splitlines()]
+        self.assertEqual(len(rows), 300)
+        for i in range(100):
+            group = rows[3 * i:3 * i + 3]
+            self.assertEqual([int(r[0]) for r in group], [i] * 3)
+            self.assertEqual(group[0][1], best[i])
+            scores = [float(r[2]) for r in group]
+            self.assertEqual(scores, sorted(scores, reverse=True))
+            self.assertEqual(len({r[1] for r in group}), 3)
+
+    def test_attention_pictures_are_pngs_of_every_layer(self):
+        pictures = WORK / "attention"
+        translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--attention-png", pictures,
+                  "--attention-lines", "1,3")
+        for line in (1, 3):
+            legend = (pictures / f"line-{line}.txt").read_text().splitlines()
+            source = next(l for l in legend if l.startswith("source:")).split()[1:]
+            target = next(l for l in legend if l.startswith("target:")).split()[1:]
+            self.assertEqual(source[-1], "</s>")
+            self.assertEqual(target[-1], "</s>")
+            width, height = png_size(pictures / f"line-{line}-layer-1.png")
+            # 4 heads side by side, 12 pixels a weight, 4-pixel gaps.
+            self.assertEqual(width, 4 * 12 * len(source) + 5 * 4)
+            self.assertEqual(height, 12 * len(target) + 2 * 4)
+        self.assertFalse((pictures / "line-1-layer-2.png").exists())  # the model has one layer
+
+
+class Errors(unittest.TestCase):
+    def write(self, name, data, mode="w"):
+        path = WORK / name
+        with open(path, mode) as f:
+            f.write(data)
+        return path
+
+    def test_help_and_bad_flags(self):
+        self.assertIn("--beam", translate("--help").stdout)
+        translate("--beam", 0, "--run", MODEL_DIR, expect=2)
+        translate(expect=2)  # no model
+        done = translate("--run", MODEL_DIR, "--beam", 2, "--nbest", 3, expect=2)
+        self.assertIn("--nbest 3 exceeds the beam size", done.stderr)
+
+    def test_invalid_utf8_input_is_named_with_file_and_line(self):
+        path = self.write("bad-utf8.txt", b"ka lo\nmi \xff nu\n", "wb")
+        done = translate("--run", MODEL_DIR, "--input", path, expect=1)
+        self.assertIn(f"{path}:2: invalid UTF-8 at byte 4", done.stderr)
+
+    def test_references_must_match_the_input_line_for_line(self):
+        path = self.write("two.txt", "AX\nBY\n")
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--bleu", path, expect=1)
+        self.assertIn("has 2 lines but", done.stderr)
+
+    def test_attention_lines_past_the_input_are_refused(self):
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--attention-png", WORK / "x",
+                         "--attention-lines", 101, expect=1)
+        self.assertIn("line 101 is past the input's 100 lines", done.stderr)
+
+    def test_a_run_without_checkpoints_and_a_damaged_checkpoint(self):
+        empty = WORK / "empty-run"
+        empty.mkdir(exist_ok=True)
+        done = translate("--run", empty, "--input", toy("valid.src"), expect=1)
+        self.assertIn("no checkpoint-*.safetensors", done.stderr)
+        damaged = WORK / "damaged.safetensors"
+        data = bytearray(sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1].read_bytes())
+        data[-100] ^= 0x10
+        damaged.write_bytes(bytes(data))
+        done = translate("--checkpoint", damaged, "--vocab", MODEL_DIR / "vocab.model", "--input",
+                         toy("valid.src"), expect=1)
+        self.assertIn("checksum mismatch", done.stderr)
+
+    def test_a_vocabulary_of_another_size_is_refused(self):
+        other = WORK / "other-vocab"
+        data = WORK / "toy"
+        run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
+                    "--vocab-size", 60, "--max-steps", 1, "--out", other, "--threads", 1])
+        done = translate("--run", MODEL_DIR, "--vocab", other / "vocab.model", "--input", toy("valid.src"),
+                         expect=1)
+        self.assertIn("the checkpoint's vocabulary has 64 pieces", done.stderr)
+
+
+def main():
+    global TRANSLATE, TRAIN, AVERAGE, WORK, MODEL_DIR
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    TRANSLATE, TRAIN, AVERAGE = (Path(a).resolve() for a in sys.argv[1:4])
+    WORK = Path(tempfile.mkdtemp(prefix="attn-translate-test-"))
+    try:
+        MODEL_DIR = train_model()
+        unittest.main(argv=[sys.argv[0]] + sys.argv[4:], verbosity=2)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
