@@ -41,25 +41,28 @@ struct sentence_beam {
   bool done = false;
 };
 
-/// The `count` most probable extensions of one row, appended to `out`. Rows at the maximum
-/// length may only end; padding and the start symbol are never extensions.
+/// The `count` most probable extensions of one row, appended to `out` most probable first
+/// (the lower token id first among equals). Rows at the maximum length may only end; padding
+/// and the start symbol are never extensions. One pass over the vocabulary that keeps the best
+/// so far in order: most tokens fall below the last kept one at a single comparison.
 inline void best_extensions(const float* log_probs, index_t vocabulary, const live_hypothesis& h, index_t parent,
                             bool must_end, const search_options& options, std::size_t count,
-                            std::vector<index_t>& order, std::vector<candidate>& out) {
+                            std::vector<candidate>& out) {
   if (must_end) {
     out.push_back({h.log_prob + double(log_probs[options.eos]), parent, options.eos});
     return;
   }
-  order.clear();
-  for (index_t v = 0; v < vocabulary; ++v)
-    if (options.may_output(token(v))) order.push_back(v);
-  const auto by_probability = [&](index_t a, index_t b) {
-    return log_probs[a] != log_probs[b] ? log_probs[a] > log_probs[b] : a < b;
-  };
-  count = std::min(count, order.size());
-  std::nth_element(order.begin(), order.begin() + std::ptrdiff_t(count) - 1, order.end(), by_probability);
-  for (std::size_t i = 0; i < count; ++i)
-    out.push_back({h.log_prob + double(log_probs[order[i]]), parent, token(order[i])});
+  if (count == 0) return;
+  const std::size_t first = out.size();
+  for (index_t v = 0; v < vocabulary; ++v) {
+    const float p = log_probs[v];
+    const bool full = out.size() - first == count;
+    if ((full && !(p > log_probs[out.back().next])) || !options.may_output(token(v))) continue;
+    if (!full) out.emplace_back();
+    std::size_t at = out.size() - 1;  // the slot freed at the end; move worse ones down into it
+    for (; at > first && log_probs[out[at - 1].next] < p; --at) out[at] = out[at - 1];
+    out[at] = {h.log_prob + double(p), parent, token(v)};
+  }
 }
 
 }  // namespace detail
@@ -88,7 +91,7 @@ std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const
 
   std::vector<float> log_probs;
   std::vector<detail::candidate> candidates;
-  std::vector<index_t> order, kept;
+  std::vector<index_t> kept;
   while (!last.empty()) {
     scorer.score(last, log_probs);
     kept.clear();
@@ -99,8 +102,7 @@ std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const
       for (std::size_t i = 0; i < sentence.live.size(); ++i) {
         const auto& h = sentence.live[i];
         detail::best_extensions(log_probs.data() + h.row * vocabulary, vocabulary, h, index_t(i),
-                                index_t(h.tokens.size()) >= sentence.max_length, options, 2 * beam, order,
-                                candidates);
+                                index_t(h.tokens.size()) >= sentence.max_length, options, 2 * beam, candidates);
       }
       const std::size_t considered = std::min(candidates.size(), 2 * beam);
       std::partial_sort(candidates.begin(), candidates.begin() + std::ptrdiff_t(considered), candidates.end(),

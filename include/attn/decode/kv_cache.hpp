@@ -5,6 +5,9 @@
 #pragma once
 
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "../nn/transformer.hpp"
@@ -32,9 +35,11 @@ class kv_cache_decoder {
     const auto source = source_batch(sources, model.pad(), eos);
     memory_mask_ = nn::padding_mask<T, nn::tgt>(source, 1, model.pad());
     const auto memory = model.encode(ctx_, source);
+    for (index_t row = 0; row < rows_; ++row) source_of_.push_back(row);
     for (const auto& layer : model.decoder_stack().layers) {
       auto [k, v] = layer.cross_attention.keys_and_values(ctx_, memory);
-      layers_.push_back({std::move(k), std::move(v), key_tensor(rows_, index_t{0}), value_tensor(rows_, index_t{0})});
+      layers_.push_back({std::move(k), std::move(v), key_tensor(rows_, index_t{0}), value_tensor(rows_, index_t{0}),
+                         key_tensor(index_t{0}, index_t{0}), value_tensor(index_t{0}, index_t{0})});
     }
   }
 
@@ -73,13 +78,24 @@ class kv_cache_decoder {
   }
 
   void keep(std::span<const index_t> rows) {
+    for (index_t row : rows)
+      if (row < 0 || row >= rows_)
+        throw std::out_of_range("kv_cache_decoder::keep: row " + std::to_string(row) + " of " + std::to_string(rows_));
+    std::vector<index_t> source_of(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) source_of[i] = source_of_[std::size_t(rows[i])];
+    // Beam search reorders hypotheses within their sentence at every step; the encoder's keys and
+    // values of a row are its sentence's, so they move only when rows change sentence.
+    const bool memory_moves = source_of != source_of_;
     for (auto& cache : layers_) {
-      cache.memory_keys = keys_type(keep_rows(cache.memory_keys.value(), rows));
-      cache.memory_values = values_type(keep_rows(cache.memory_values.value(), rows));
-      cache.self_keys = keep_rows(cache.self_keys, rows);
-      cache.self_values = keep_rows(cache.self_values, rows);
+      if (memory_moves) {
+        cache.memory_keys = keys_type(keep_rows(cache.memory_keys.value(), rows));
+        cache.memory_values = values_type(keep_rows(cache.memory_values.value(), rows));
+      }
+      keep_filled_rows(cache.self_keys, cache.spare_keys, rows);
+      keep_filled_rows(cache.self_values, cache.spare_values, rows);
     }
-    memory_mask_ = keep_rows(memory_mask_, rows);
+    if (memory_moves) memory_mask_ = keep_rows(memory_mask_, rows);
+    source_of_ = std::move(source_of);
     rows_ = index_t(rows.size());
   }
 
@@ -89,6 +105,8 @@ class kv_cache_decoder {
     values_type memory_values;
     key_tensor self_keys;  // decoder self-attention: [rows, heads, capacity, d_k], the first step_ filled
     value_tensor self_values;
+    key_tensor spare_keys;  // what keep() writes into, then swaps with the above: no allocation a step
+    value_tensor spare_values;
   };
 
   /// Room for `positions` positions in every self-attention cache, doubling when it grows.
@@ -119,6 +137,22 @@ class kv_cache_decoder {
     cpu_backend::copy_blocks(cache.data() + step_ * depth, capacity * depth, position.data(), depth, depth,
                              rows_ * attention::heads::extent);
   }
+  /// new row i = old row rows[i] of a self-attention cache, its filled positions only, written
+  /// into `spare` (allocated when its extents differ), which then becomes the cache.
+  template <class Tensor>
+  void keep_filled_rows(Tensor& cache, Tensor& spare, std::span<const index_t> rows) const {
+    const index_t kept = index_t(rows.size());
+    const index_t heads = attention::heads::extent;
+    const index_t capacity = cache.template extent<nn::keys>();
+    if (spare.template extent<nn::batch>() != kept || spare.template extent<nn::keys>() != capacity)
+      spare = Tensor(extents<typename Tensor::shape_type>(kept, capacity), uninitialized);
+    const index_t row_size = rows_ == 0 ? 0 : cache.size() / rows_;
+    const index_t depth = capacity == 0 ? 0 : row_size / (heads * capacity);
+    for (index_t i = 0; i < kept; ++i)
+      cpu_backend::copy_blocks(spare.data() + i * row_size, capacity * depth, cache.data() + rows[i] * row_size,
+                               capacity * depth, step_ * depth, heads);
+    std::swap(cache, spare);
+  }
   /// Positions 0 … step_ of a cache.
   template <class Variable, class Tensor>
   Variable prefix(const Tensor& cache) const {
@@ -129,6 +163,7 @@ class kv_cache_decoder {
   nn::context ctx_;
   index_t rows_;
   index_t step_ = 0;
+  std::vector<index_t> source_of_;  // the source sentence of each row
   tensor<T, shape<nn::batch, nn::tgt, nn::keys>> memory_mask_;
   std::vector<layer_cache> layers_;
 };

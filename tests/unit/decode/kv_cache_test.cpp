@@ -47,9 +47,10 @@ TEST_CASE_TEMPLATE("decode: every step's log-probabilities with the cache equal 
   const nn::transformer<double, C> model(vocabulary, 11, pad);
   decode::kv_cache_decoder<double, C> cached(model, sources, eos);
   decode::recomputing_decoder<double, C> full(model, sources, eos);
-  // A script of steps as a beam search makes them: rows kept twice, dropped, reordered.
-  const std::vector<std::vector<token>> last{{bos, bos, bos}, {7, 4, 9, 9}, {12, 5}, {6, 6, 6}, {8, 4, 5}};
-  const std::vector<std::vector<index_t>> keep{{0, 0, 2, 1}, {3, 0}, {1, 1, 0}, {2, 0, 1}};
+  // A script of steps as a beam search makes them: rows kept twice, dropped, reordered, and
+  // swapped within their sentence (the fourth keep: the rows' sentences stay 0, 0, 1).
+  const std::vector<std::vector<token>> last{{bos, bos, bos}, {7, 4, 9, 9}, {12, 5}, {6, 6, 6}, {8, 4, 5}, {9, 9, 4}};
+  const std::vector<std::vector<index_t>> keep{{0, 0, 2, 1}, {3, 0}, {1, 1, 0}, {1, 0, 2}, {2, 0, 1}};
   std::vector<float> with_cache, without;
   for (std::size_t step = 0; step < last.size(); ++step) {
     cached.score(last[step], with_cache);
