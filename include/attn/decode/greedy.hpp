@@ -34,8 +34,9 @@ std::vector<hypothesis> greedy_search(Scorer& scorer, std::span<const index_t> s
       const bool at_limit = index_t(h.tokens.size()) >= max_output_length(source_lengths[sentence_of[row]], options);
       token best = options.eos;
       if (!at_limit) {
+        best = -1;  // the lowest id wins ties, the end symbol included, as in beam search
         for (token t = 0; t < token(vocabulary); ++t)
-          if (options.may_output(t) && (!options.may_output(best) || p[t] > p[best])) best = t;
+          if (options.may_output(t) && (best < 0 || p[t] > p[best])) best = t;
       }
       h.log_prob += p[best];
       if (best == options.eos) {

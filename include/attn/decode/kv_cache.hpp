@@ -4,6 +4,7 @@
 // proportion to one position, not to the whole prefix.
 #pragma once
 
+#include <algorithm>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,7 @@ class kv_cache_decoder {
                    nn::context ctx = nn::inference())
       : model_(model), ctx_(ctx), rows_(index_t(sources.size())), memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
     ctx_.tape = nullptr;
+    ctx_.dropout = nullptr;
     const auto source = source_batch(sources, model.pad(), eos);
     memory_mask_ = nn::padding_mask<T, nn::tgt>(source, 1, model.pad());
     const auto memory = model.encode(ctx_, source);
@@ -43,12 +45,20 @@ class kv_cache_decoder {
     }
   }
 
+  /// The decoder keeps a reference to the model: a temporary one would not outlive it.
+  kv_cache_decoder(nn::transformer<T, C>&&, std::span<const std::vector<token>>, token,
+                   nn::context = nn::inference()) = delete;
+
   index_t vocabulary_size() const { return model_.vocabulary_size(); }
   /// Positions decoded so far.
   index_t steps() const { return step_; }
 
+  /// Extends every row by last[row] and writes the next token's log-probabilities (see
+  /// next_token_scorer).
   void score(std::span<const token> last, std::vector<float>& log_probs) {
-    if (index_t(last.size()) != rows_) throw std::invalid_argument("kv_cache_decoder: one token a row is needed");
+    if (index_t(last.size()) != rows_)
+      throw std::invalid_argument("attn::decode::kv_cache_decoder::score: " + std::to_string(last.size()) +
+                                  " tokens for " + std::to_string(rows_) + " rows; one token a row is needed");
     tensor<nn::token, shape<nn::batch, nn::tgt>> ids(rows_, 1);
     std::copy(last.begin(), last.end(), ids.data());
     reserve(step_ + 1);
@@ -77,10 +87,16 @@ class kv_cache_decoder {
     ++step_;
   }
 
+  /// New row i continues old row rows[i] (see next_token_scorer).
   void keep(std::span<const index_t> rows) {
-    for (index_t row : rows)
-      if (row < 0 || row >= rows_)
-        throw std::out_of_range("kv_cache_decoder::keep: row " + std::to_string(row) + " of " + std::to_string(rows_));
+    bool same = index_t(rows.size()) == rows_;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < 0 || rows[i] >= rows_)
+        throw std::out_of_range("attn::decode::kv_cache_decoder::keep: row " + std::to_string(rows[i]) +
+                                " is out of range [0, " + std::to_string(rows_) + ")");
+      same = same && rows[i] == index_t(i);
+    }
+    if (same) return;  // greedy search's steps where no sentence ended
     std::vector<index_t> source_of(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i) source_of[i] = source_of_[std::size_t(rows[i])];
     // Beam search reorders hypotheses within their sentence at every step; the encoder's keys and

@@ -22,11 +22,16 @@ class recomputing_decoder {
         memory_(model.encode(nn::inference(), source_)),
         prefixes_(index_t(sources.size()), index_t{0}) {}
 
+  /// The decoder keeps a reference to the model: a temporary one would not outlive it.
+  recomputing_decoder(nn::transformer<T, C>&&, std::span<const std::vector<token>>, token) = delete;
+
   index_t vocabulary_size() const { return model_.vocabulary_size(); }
 
+  /// Extends every row by last[row] and writes the next token's log-probabilities.
   void score(std::span<const token> last, std::vector<float>& log_probs) {
     const index_t rows = prefixes_.template extent<nn::batch>();
-    if (index_t(last.size()) != rows) throw std::invalid_argument("recomputing_decoder: one token a row is needed");
+    if (index_t(last.size()) != rows) throw std::invalid_argument("attn::decode::recomputing_decoder::score: " + std::to_string(last.size()) +
+                                  " tokens for " + std::to_string(rows) + " rows; one token a row is needed");
     const index_t length = prefixes_.template extent<nn::tgt>();
     tensor<nn::token, shape<nn::batch, nn::tgt>> grown(rows, length + 1);
     for (index_t r = 0; r < rows; ++r) {
@@ -41,6 +46,7 @@ class recomputing_decoder {
     next_token_log_probs(model_.embedding_layers().logits(ctx, newest).value(), log_probs);
   }
 
+  /// New row i continues old row rows[i].
   void keep(std::span<const index_t> rows) {
     source_ = keep_rows(source_, rows);
     memory_ = grad::variable<T, shape<nn::batch, nn::src, typename C::d_model>>(keep_rows(memory_.value(), rows));

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -22,6 +24,7 @@ struct search_options {
   int beam = 4;
   double alpha = 0.6;
   int max_length_offset = 50;  // at most (source length + this) tokens before the end symbol
+  index_t length_cap = std::numeric_limits<index_t>::max();  // and never more than this (learned positions end)
   int nbest = 1;               // hypotheses returned per sentence, best first (≤ beam)
   token bos = 2, eos = 3;      // the start symbol the decoder reads first, and the end symbol
   token pad = 0;               // padding; like the start symbol, never an output
@@ -36,6 +39,7 @@ struct search_options {
                                   std::to_string(nbest));
     if (alpha < 0) throw std::invalid_argument("the length penalty α must not be negative");
     if (max_length_offset < 0) throw std::invalid_argument("the maximum length offset must not be negative");
+    if (length_cap < 0) throw std::invalid_argument("the output length cap must not be negative");
   }
 };
 
@@ -69,7 +73,7 @@ concept next_token_scorer = requires(S& s, std::span<const token> last, std::vec
 
 /// Maximum output length (end symbol not counted) for a source of `source_length` tokens.
 inline index_t max_output_length(index_t source_length, const search_options& options) {
-  return source_length + options.max_length_offset;
+  return std::min<index_t>(source_length + options.max_length_offset, options.length_cap);
 }
 
 }  // namespace attn::decode

@@ -232,7 +232,7 @@ TEST_CASE("decode: a batch of sentences is searched as each sentence alone") {
   }
 }
 
-TEST_CASE("decode: outputs stop at the source length + the offset; n-best lists are ordered and distinct") {
+TEST_CASE("decode: outputs stop at the source length + the offset, or the cap; n-best lists are ordered and distinct") {
   const std::vector<index_t> lengths{3, 1};
   // The end symbol is very unlikely: every hypothesis runs to the maximum length.
   auto o = options_with(4, 0.6, 2);
@@ -251,6 +251,31 @@ TEST_CASE("decode: outputs stop at the source length + the offset; n-best lists 
     }
     CHECK(distinct.size() == 4);
   }
+  // A cap below source length + offset bounds every output the same way, whatever its batch.
+  o.length_cap = 3;
+  function_scorer g3(6, 2, random_tables(6, 3, -30.0f)), b3(6, 2, random_tables(6, 3, -30.0f));
+  const auto capped_greedy = decode::greedy_search(g3, lengths, o);
+  const auto capped_beam = decode::beam_search(b3, lengths, o);
+  for (std::size_t s = 0; s < lengths.size(); ++s) {
+    CHECK(index_t(capped_greedy[s].tokens.size()) == std::min<index_t>(lengths[s] + 2, 3));
+    for (const auto& h : capped_beam[s]) CHECK(index_t(h.tokens.size()) == std::min<index_t>(lengths[s] + 2, 3));
+  }
+}
+
+TEST_CASE("decode: ties go to the lowest token id, the end symbol's included, in both searches") {
+  // eos = 2 ties with token 1 at every step, and token 0 is less probable: both searches take 1
+  // until the length limit (source 1 + offset 2) forces the end.
+  const function_scorer::table table = [](std::size_t, const std::vector<token>&) {
+    return std::vector<float>{std::log(0.2f), std::log(0.4f), std::log(0.4f)};
+  };
+  const std::vector<index_t> lengths{1};
+  const auto o = options_with(1, 0.6, 2, 2);
+  function_scorer g(3, 1, table), b(3, 1, table);
+  const auto greedy = decode::greedy_search(g, lengths, o);
+  const auto beam = decode::beam_search(b, lengths, o);
+  CHECK(greedy[0].tokens == std::vector<token>{1, 1, 1});
+  CHECK(beam[0][0].tokens == greedy[0].tokens);
+  CHECK(beam[0][0].score == greedy[0].score);
 }
 
 TEST_CASE("decode: padding and the start symbol are never output") {
