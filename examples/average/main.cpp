@@ -15,7 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 
 int average(const std::vector<fs::path>& inputs, const fs::path& output) {
-  for (const auto& path : inputs) std::fprintf(stderr, "reading %s\n", path.c_str());
+  std::fprintf(stderr, "averaging %zu checkpoints:\n", inputs.size());
+  for (const auto& path : inputs) std::fprintf(stderr, "  %s\n", path.c_str());
   attn::train::save_averaged(output, attn::train::average_checkpoints(inputs));
   std::fprintf(stderr, "wrote %s: the mean of %zu checkpoints\n", output.c_str(), inputs.size());
   return 0;

@@ -46,6 +46,7 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   app.add_option("--average", o.average, "with --run: average its last K checkpoints on the fly")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000))
+      ->needs(run)
       ->group(model);
   app.add_option("--vocab", o.vocabulary, "SentencePiece model (default: vocab.model beside the checkpoint)")
       ->check(CLI::ExistingFile)
@@ -66,8 +67,9 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   app.add_flag("--quiet,-q", o.quiet, "no progress line")->group(io);
 
   auto* search = "Search";
-  app.add_option("--beam", o.beam, "beam size")->capture_default_str()->check(CLI::Range(1, 1000))->group(search);
-  app.add_flag("--greedy", o.greedy, "greedy search instead of beam search")->group(search);
+  auto* beam =
+      app.add_option("--beam", o.beam, "beam size")->capture_default_str()->check(CLI::Range(1, 1000))->group(search);
+  app.add_flag("--greedy", o.greedy, "greedy search instead of beam search")->excludes(beam)->group(search);
   app.add_option("--alpha", o.alpha, "length penalty alpha: scores are log P / ((5 + |Y|) / 6)^alpha")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0))
@@ -87,10 +89,11 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
 
   auto* pictures = "Attention pictures (the paper's appendix figures)";
-  app.add_option("--attention-png", o.attention_dir,
-                 "write PNG heatmaps of the encoder-decoder attention, a file per layer with every head")
-      ->group(pictures);
+  auto* attention_png = app.add_option("--attention-png", o.attention_dir,
+                                       "write PNG heatmaps of the encoder-decoder attention, a file per layer with every head")
+                            ->group(pictures);
   app.add_option("--attention-lines", o.attention_lines, "input lines (from 1) to draw")
+      ->needs(attention_png)
       ->capture_default_str()
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
@@ -139,6 +142,14 @@ std::vector<std::string> read_lines(const fs::path& path, const std::string& nam
   return lines;
 }
 
+/// Refuses an output file whose directory is missing now, rather than after the decoding.
+void check_output_directory(const fs::path& path, const std::string& flag) {
+  if (path.empty()) return;
+  const fs::path directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (!fs::is_directory(directory))
+    throw std::runtime_error(flag + " " + path.string() + ": no directory '" + directory.string() + "'");
+}
+
 /// The checkpoints to use: --checkpoint, or the newest --average of --run.
 std::vector<fs::path> checkpoints_of(const options& o) {
   if (!o.checkpoint.empty()) return {o.checkpoint};
@@ -168,6 +179,9 @@ int run(options o) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
+  check_output_directory(o.output, "--output");
+  check_output_directory(o.scores, "--scores");
+  if (!o.attention_dir.empty()) fs::create_directories(o.attention_dir);
   const auto files = checkpoints_of(o);
   const fs::path vocabulary = o.vocabulary.empty() ? files.front().parent_path() / "vocab.model" : o.vocabulary;
   translator::job j(o, text::subword_model::load(vocabulary));

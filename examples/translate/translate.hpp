@@ -105,6 +105,8 @@ int translate(job& j) {
   search.nbest = o.greedy ? 1 : o.nbest;
   search.alpha = o.alpha;
   search.max_length_offset = o.max_length_offset;
+  // Learned positions end: the decoder reads the start symbol and at most max_positions - 1 tokens.
+  if (j.hyper.positions == nn::positional::learned) search.length_cap = max_positions - 1;
   search.bos = text::subword_model::bos_id;
   search.eos = text::subword_model::eos_id;
   search.pad = text::subword_model::pad_id;
@@ -126,9 +128,6 @@ int translate(job& j) {
       batch.push_back(sources[order[i]]);
       lengths.push_back(index_t(sources[order[i]].size()));
     }
-    // Learned positions end: outputs may not outgrow the table.
-    if (max_positions < std::numeric_limits<index_t>::max() / 2)
-      search.max_length_offset = int(std::min<index_t>(o.max_length_offset, max_positions - 1 - lengths.front()));
     decode::kv_cache_decoder<float, C> scorer(model, batch, search.eos);
     if (o.greedy) {
       auto found = decode::greedy_search(scorer, lengths, search);
@@ -165,7 +164,7 @@ int translate(job& j) {
     const auto chrf = text::corpus_chrf(best, references);
     std::fprintf(stderr, "%s\n%s\n", bleu.format().c_str(), chrf.format().c_str());
     scores["bleu"] = bleu.score;
-    scores["bleu_signature"] = bleu.format();
+    scores["bleu_line"] = bleu.format();
     scores["brevity_penalty"] = bleu.brevity_penalty;
     scores["length_ratio"] = bleu.ratio;
     scores["precisions"] = bleu.precisions;

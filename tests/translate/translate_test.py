@@ -157,6 +157,16 @@ class Errors(unittest.TestCase):
         translate(expect=2)  # no model
         done = translate("--run", MODEL_DIR, "--beam", 2, "--nbest", 3, expect=2)
         self.assertIn("--nbest 3 exceeds the beam size", done.stderr)
+        checkpoint = sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1]
+        translate("--checkpoint", checkpoint, "--average", 2, expect=2)  # --average needs --run
+        translate("--run", MODEL_DIR, "--greedy", "--beam", 2, expect=2)
+        translate("--run", MODEL_DIR, "--attention-lines", 1, expect=2)  # needs --attention-png
+
+    def test_an_output_in_a_missing_directory_is_refused_before_decoding(self):
+        missing = WORK / "no-such-directory" / "out.txt"
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", missing, expect=1)
+        self.assertIn(f"--output {missing}: no directory", done.stderr)
+        self.assertNotIn("sentences/s", done.stderr)
 
     def test_invalid_utf8_input_is_named_with_file_and_line(self):
         path = self.write("bad-utf8.txt", b"ka lo\nmi \xff nu\n", "wb")
