@@ -65,13 +65,14 @@ import os
 import platform
 import re
 import shlex
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from child_process import INSTALL_HINT, check_python, run_child  # standard library only
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -80,7 +81,6 @@ READER = ROOT / "tests" / "train" / "safetensors_read.py"
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # attn::text::subword_model's fixed ids
 LAYER_NORM_EPSILON = 1e-6        # attn::nn::config::layer_norm_epsilon
 MASKED = -1e9                    # attn::nn::masked
-INSTALL_HINT = "on Debian: apt-get install python3-torch python3-sentencepiece, or pass --python"
 SEARCHES = ("greedy", "beam")
 
 
@@ -429,30 +429,6 @@ def torch_worker(spec):
 
 # --- the parent -----------------------------------------------------------------------------
 
-def run_child(name, command, env, log_dir):
-    """Runs one side to its end; returns (wall seconds, stdout path)."""
-    stem = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
-    stdout_path, stderr_path = log_dir / f"{stem}.stdout", log_dir / f"{stem}.stderr"
-    print(f"decode_vs_torch: running {name} ...", file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        try:
-            child = subprocess.Popen([str(c) for c in command], stdout=out, stderr=err, env=env)
-        except OSError as e:
-            fail(f"cannot start {command[0]}: {e.strerror}")
-        try:
-            status = child.wait()
-        except KeyboardInterrupt:
-            child.send_signal(signal.SIGTERM)
-            child.wait()
-            raise
-    wall = time.perf_counter() - start
-    if status != 0:
-        tail = stderr_path.read_text(errors="replace").strip().splitlines()[-15:]
-        fail(f"{name} failed (exit status {status}); the end of its output:\n  " + "\n  ".join(tail))
-    return wall, stdout_path
-
-
 def newest_checkpoint(run):
     """attn::train::checkpoint_files' newest: checkpoint-NNNNNNNN….safetensors, longer names later."""
     found = sorted((p for p in Path(run).glob("checkpoint-*.safetensors")
@@ -501,13 +477,6 @@ def linked_blas(program):
     except (OSError, subprocess.TimeoutExpired):
         return []
     return sorted({m.group(1) for m in re.finditer(r"=>\s*(\S*blas\S*)", done.stdout, re.I)})
-
-
-def check_python(python):
-    probe = subprocess.run([python, "-c", "import torch, sentencepiece"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        fail(f"{python} cannot import torch and sentencepiece ({reason}); {INSTALL_HINT}")
 
 
 def parse_args():
@@ -580,7 +549,7 @@ def main():
     if not vocab.is_file():
         fail(f"no vocabulary '{vocab}': pass --vocab")
     metadata = read_metadata(checkpoint)
-    check_python(args.python)
+    check_python(args.python, "decode_vs_torch")
     load = os.getloadavg()[0]
     if load > 0.5:
         print(f"decode_vs_torch: warning: the load average is {load:.2f}: other work may be running, and beside it the "
@@ -608,7 +577,7 @@ def main():
             runs = []
             for repeat in range(args.repeat):
                 output, scores = work / f"attn-{search}.txt", work / f"attn-{search}-{repeat + 1}.json"
-                run_child(f"attn-translate --{search} ({repeat + 1}/{args.repeat})",
+                run_child("decode_vs_torch", f"attn-translate --{search} ({repeat + 1}/{args.repeat})",
                           command + ["--output", output, "--scores", scores], env, work)
                 runs.append(json.loads(scores.read_text()))
             commands[search] = " ".join(shlex.quote(str(c)) for c in command + ["--output", "OUT", "--scores", "JSON"])
@@ -620,8 +589,8 @@ def main():
         spec = dict(checkpoint=str(checkpoint), vocab=str(vocab), input=str(source), threads=args.threads,
                     beam=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset,
                     batch_size=args.batch_size, repeat=args.repeat, work=str(work))
-        torch_wall, torch_out = run_child(
-            "PyTorch (greedy, then beam)", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)],
+        _, torch_wall, torch_out, _ = run_child(
+            "decode_vs_torch", "PyTorch (greedy, then beam)", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)],
             env, work)
         records = [json.loads(line) for line in torch_out.read_text().splitlines() if line.strip()]
         info = next((r for r in records if r["kind"] == "info"), None)

@@ -53,13 +53,14 @@ import json
 import os
 import platform
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from array import array
 from pathlib import Path
+
+from child_process import INSTALL_HINT, check_python, run_child  # standard library only
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -68,7 +69,6 @@ from torch_reference import CONFIGS  # noqa: E402  (torch-free import)
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # attn::text::subword_model's fixed ids
 MAX_LENGTH = 256                 # attn-train's --max-length default
-INSTALL_HINT = "on Debian: apt-get install python3-torch python3-sentencepiece, or pass --python"
 
 
 def fail(message):
@@ -246,31 +246,6 @@ def torch_worker(spec):
 
 # --- the parent -----------------------------------------------------------------------------
 
-def run_child(name, command, env, log_dir):
-    """Runs one side; returns (exit status, its own ru_maxrss in KiB, wall seconds, stdout path, stderr path)."""
-    stem = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()  # "attn-train (vocabulary)": attn-train-vocabulary
-    stdout_path, stderr_path = log_dir / f"{stem}.stdout", log_dir / f"{stem}.stderr"
-    print(f"train_vs_torch: running {name} ...", file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        try:
-            child = subprocess.Popen([str(c) for c in command], stdout=out, stderr=err, env=env)
-        except OSError as e:
-            fail(f"cannot start {command[0]}: {e.strerror}")
-        try:
-            _, status, usage = os.wait4(child.pid, 0)  # this child's rusage alone
-        except KeyboardInterrupt:
-            child.send_signal(signal.SIGTERM)
-            child.wait()
-            raise
-        child.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - start
-    if child.returncode != 0:
-        tail = stderr_path.read_text(errors="replace").strip().splitlines()[-15:]
-        fail(f"{name} failed (exit status {child.returncode}); the end of its output:\n  " + "\n  ".join(tail))
-    return usage.ru_maxrss, wall, stdout_path, stderr_path
-
-
 def parse_records(lines, what):
     """One JSON object a line, as in attn-train's metrics.jsonl."""
     records = []
@@ -327,13 +302,6 @@ def choose_data(args, work):
             f"synthetic: tests/train/toy_corpus.py, {args.toy_pairs} pairs")
 
 
-def check_python(python):
-    probe = subprocess.run([python, "-c", "import torch, sentencepiece"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        fail(f"{python} cannot import torch and sentencepiece ({reason}); {INSTALL_HINT}")
-
-
 def parse_args():
     p = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
@@ -388,7 +356,7 @@ def main():
     if not (attn_train.is_file() and os.access(attn_train, os.X_OK)):
         fail(f"no attn-train program at '{args.attn_train}': build it (meson compile -C build attn-train) "
              "or pass --attn-train")
-    check_python(args.python)
+    check_python(args.python, "train_vs_torch")
 
     with tempfile.TemporaryDirectory(prefix="train_vs_torch.") as temporary:
         work = args.work.resolve() if args.work else Path(temporary)
@@ -405,11 +373,11 @@ def main():
                   "--threads", args.threads, "--valid-every", args.steps + 1, "--save-every", args.steps + 1]
         # The vocabulary first, in a run of its own (--max-steps 0), so that SentencePiece's
         # training is in neither side's peak memory: both then load OUT/vocab.model.
-        run_child("attn-train (vocabulary)", common + ["--vocab-size", args.vocab_size, "--max-steps", 0,
-                                                       "--out", work / "vocab"], env, work)
+        run_child("train_vs_torch", "attn-train (vocabulary)",
+                  common + ["--vocab-size", args.vocab_size, "--max-steps", 0, "--out", work / "vocab"], env, work)
         vocab_model = work / "vocab" / "vocab.model"
         attn_kib, attn_wall, _, attn_err = run_child(
-            "attn-train", common + ["--vocab", vocab_model, "--max-steps", args.steps, "--out", out], env, work)
+            "train_vs_torch", "attn-train", common + ["--vocab", vocab_model, "--max-steps", args.steps, "--out", out], env, work)
         attn_log = attn_err.read_text(errors="replace")
         metrics = parse_records((out / "metrics.jsonl").read_text().splitlines(), "attn-train's metrics.jsonl")
         attn = throughput(train_records(metrics, "attn-train"), args.skip, "attn-train")
@@ -422,7 +390,7 @@ def main():
                     batch_tokens=args.batch_tokens, steps=args.steps, threads=args.threads, seed=args.seed,
                     warmup=args.warmup, max_length=MAX_LENGTH, stock=args.stock_torch)
         torch_kib, torch_wall, torch_out, _ = run_child(
-            "PyTorch", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)], env, work)
+            "train_vs_torch", "PyTorch", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)], env, work)
         records = parse_records(torch_out.read_text().splitlines(), "PyTorch worker")
         info = next((r for r in records if r["kind"] == "info"), None)
         done = next((r for r in records if r["kind"] == "done"), None)
