@@ -9,6 +9,11 @@ source scripts/deps.sh
 
 heading() { printf '\n=== %s\n' "$*"; }
 
+# The learning tests see the numbers of the BLAS kernels OpenBLAS picks for this CPU (and
+# OPENBLAS_CORETYPE forces another CPU's): a failure's log says which ran (docs/testing.md).
+heading "machine"
+python3 tests/machine.py
+
 setup() {  # setup <builddir> [meson options...]: configure, or reconfigure
   local dir=$1; shift
   if [[ -d $dir/meson-private ]]; then
