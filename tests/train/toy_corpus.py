@@ -18,9 +18,16 @@ def pair(rng, shortest, longest):
     return source, target
 
 
-def write(directory, name, count, seed, shortest=3, longest=8):
+def write(directory, name, count, seed, shortest=3, longest=8, aligned=True):
+    """Writes NAME.src and NAME.tgt. With aligned=False the targets are rotated by a random
+    offset, so each belongs to another source line: what a model learns from that is what a
+    model that cannot see the source learns, the control the learning tests' thresholds are
+    checked against (tests/learning_spread.py)."""
     rng = random.Random(seed)
     pairs = [pair(rng, shortest, longest) for _ in range(count)]
+    if not aligned:
+        offset = rng.randrange(1, count) if count > 1 else 0
+        pairs = [(source, pairs[(i + offset) % count][1]) for i, (source, _) in enumerate(pairs)]
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.src").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (directory / f"{name}.tgt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")

@@ -22,21 +22,29 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import machine  # noqa: E402
 import safetensors_read  # noqa: E402
 import toy_corpus  # noqa: E402
 
 TRAIN = AVERAGE = None  # set from the command line
 WORK = None             # a temporary directory for the whole run
 
-# A small, fast model: tiny's widths with one layer, a 64-subword vocabulary.
-MODEL = ["--config", "tiny", "--layers", "1", "--vocab-size", "64", "--warmup", "100", "--lr-scale", "0.3"]
+# Small, fast models: tiny's widths with one layer. The tests of the trainer's mechanics use
+# 64 subwords. The learning test uses 128, with which every toy word is one subword (64 spell
+# most of them letter by letter), so what it learns is the reordering, as a translation would.
+ONE_LAYER = ["--config", "tiny", "--layers", "1", "--warmup", "100", "--lr-scale", "0.3"]
+MODEL = ONE_LAYER + ["--vocab-size", "64"]
+LEARNING_MODEL = ONE_LAYER + ["--vocab-size", "128"]
 
 
-def corpus():
-    data = WORK / "toy"
+def corpus(seed=7, aligned=True):
+    """attn-train's data flags for 2 000 toy training pairs drawn with `seed` (aligned=False:
+    each target belongs to another source) and 200 validation pairs drawn with seed + 1."""
+    data = WORK / (f"toy-{seed}" if aligned else f"toy-{seed}-unaligned")
     if not (data / "train.src").exists():
-        toy_corpus.write(data, "train", 2000, seed=7)
-        toy_corpus.write(data, "valid", 200, seed=8)
+        toy_corpus.write(data, "train", 2000, seed=seed, aligned=aligned)
+        toy_corpus.write(data, "valid", 200, seed=seed + 1)
     return ["--src", str(data / "train.src"), "--tgt", str(data / "train.tgt"),
             "--valid-src", str(data / "valid.src"), "--valid-tgt", str(data / "valid.tgt")]
 
@@ -73,19 +81,31 @@ def model_tensors(path):
     return {name: floats(t) for name, t in tensors.items() if name.startswith("model.")}
 
 
+def learn(out, *extra, seed=1, corpus_seed=7, aligned=True, threads=2, steps=400):
+    """The learning test's run (tests/learning_spread.py repeats it over seeds, threads and BLAS
+    kernels): LEARNING_MODEL for `steps` steps, validated every 200; returns the process."""
+    return run(corpus(corpus_seed, aligned) + LEARNING_MODEL +
+               ["--batch-tokens", 600, "--threads", threads, "--seed", seed, "--out", out, "--max-steps", steps,
+                "--valid-every", 200, "--save-every", 200, "--log-every", 100, "--dropout", 0] + list(extra))
+
+
 class Learning(unittest.TestCase):
     def test_a_tiny_model_learns_the_toy_translation(self):
         out = WORK / "learn"
-        done = train(out, "--max-steps", 400, "--valid-every", 200, "--save-every", 200, "--log-every", 100,
-                     "--dropout", 0, "--plot", threads=2, batch_tokens=600)
+        done = learn(out, "--plot")
         valid = metrics(out, "valid")
         self.assertEqual([v["step"] for v in valid], [200, 400])
-        # From about ln 64 = 4.2 to below 1.1: the floor with ε_ls = 0.1 and 64 classes is 0.64.
-        self.assertLess(valid[-1]["loss"], 1.1, valid)
-        self.assertLess(valid[-1]["ppl"], 1.6, valid)
+        # Thresholds far from both sides of what tests/learning_spread.py measured (docs/testing.md)
+        # over OpenBLAS's Haswell, Zen, Sandybridge and Prescott kernels, 1 and 2 threads and 5
+        # seeds: validation loss 0.90-1.14 and perplexity 1.22-1.63 after 400 steps (the floor
+        # with ε_ls = 0.1 and 128 classes is 0.80); a model that cannot use the source (trained on
+        # misaligned pairs) ends at loss 3.25-3.28, perplexity 17.7-18.3.
+        on = f"{valid} on {machine.describe()}"
+        self.assertLess(valid[-1]["loss"], 2.0, on)
+        self.assertLess(valid[-1]["ppl"], 4.0, on)
         steps = metrics(out)
         self.assertEqual(len(steps), 400)
-        self.assertGreater(steps[0]["loss"], 3.5)
+        self.assertGreater(steps[0]["loss"], 3.5)  # untrained: 5.67-6.04 measured, about ln 128 = 4.85 or more
         for key in ("loss", "ppl", "lr", "grad_norm", "tokens", "tokens_per_s", "elapsed_s"):
             self.assertIn(key, steps[-1])
         self.assertIn("validation ppl", done.stderr)

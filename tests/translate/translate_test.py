@@ -20,6 +20,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "train"))
+sys.path.insert(0, str(HERE.parent))
+import machine  # noqa: E402
 import toy_corpus  # noqa: E402
 
 TRANSLATE = TRAIN = AVERAGE = None  # set from the command line
@@ -37,24 +39,39 @@ def run(program, args, expect=0, **kwargs):
     return done
 
 
-def translate(*args, expect=0, **kwargs):
-    return run(TRANSLATE, ["--threads", 2] + list(args), expect=expect, **kwargs)
+def translate(*args, expect=0, threads=2, **kwargs):
+    return run(TRANSLATE, ["--threads", threads] + list(args), expect=expect, **kwargs)
 
 
 def toy(name):
     return WORK / "toy" / name
 
 
-def train_model():
-    """A one-layer tiny model trained for 1 000 steps: enough to translate the toy language well."""
-    data = WORK / "toy"
-    toy_corpus.write(data, "train", 2000, seed=7)
-    toy_corpus.write(data, "valid", 100, seed=8)
-    out = WORK / "model"
+def train_model(work, seed=1, corpus_seed=7, aligned=True, threads=2, steps=1000):
+    """A one-layer tiny model trained for 1 000 steps on toy text (2 000 pairs drawn with
+    corpus_seed; aligned=False: each target belongs to another source) in work/model, and 100
+    held-out pairs in work/toy/valid.*. With 128 subwords every toy word is one subword, and the
+    model translates the toy language almost perfectly (tests/learning_spread.py measures it)."""
+    data = work / "toy"
+    toy_corpus.write(data, "train", 2000, seed=corpus_seed, aligned=aligned)
+    toy_corpus.write(data, "valid", 100, seed=corpus_seed + 1)
+    out = work / "model"
     run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
-                "--vocab-size", 64, "--warmup", 100, "--lr-scale", 0.3, "--dropout", 0, "--batch-tokens", 600,
-                "--threads", 2, "--max-steps", 1000, "--save-every", 100, "--keep", 5, "--out", out])
+                "--vocab-size", 128, "--warmup", 100, "--lr-scale", 0.3, "--dropout", 0, "--batch-tokens", 600,
+                "--seed", seed, "--threads", threads, "--max-steps", steps, "--save-every", 100, "--keep", 5,
+                "--out", out])
     return out
+
+
+def score(model, data, name, *args, threads=2):
+    """Translates data/valid.src with the run `model` and scores it against data/valid.tgt:
+    (the --scores JSON with the count of exact translations added, the translations, the process)."""
+    scores, output = data.parent / f"{name}.json", data.parent / f"{name}.txt"
+    done = translate("--run", model, "--input", data / "valid.src", "--bleu", data / "valid.tgt", "--output", output,
+                     "--scores", scores, *args, threads=threads)
+    lines = output.read_text().splitlines()
+    references = (data / "valid.tgt").read_text().splitlines()
+    return dict(json.loads(scores.read_text()), exact=sum(a == b for a, b in zip(lines, references))), lines, done
 
 
 def png_size(path):
@@ -69,34 +86,32 @@ def png_size(path):
 
 
 class Translation(unittest.TestCase):
-    def scores(self, name, *args):
-        path = WORK / f"{name}.json"
-        out = WORK / f"{name}.txt"
-        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--bleu", toy("valid.tgt"),
-                         "--output", out, "--scores", path, *args)
-        return json.loads(path.read_text()), out.read_text().splitlines(), done
-
     def test_greedy_and_beam_search_translate_held_out_sentences_and_score_them(self):
-        greedy, greedy_lines, done = self.scores("greedy", "--greedy")
-        beam, beam_lines, _ = self.scores("beam", "--beam", 4, "--samples", 2)
+        greedy, greedy_lines, done = score(MODEL_DIR, WORK / "toy", "greedy", "--greedy")
+        beam, beam_lines, _ = score(MODEL_DIR, WORK / "toy", "beam", "--beam", 4, "--samples", 2)
         self.assertEqual(len(greedy_lines), 100)
         self.assertEqual(len(beam_lines), 100)
         self.assertIn("BLEU = ", done.stderr)
         self.assertIn("chrF2 = ", done.stderr)
         self.assertIn("100 sentences", done.stderr)
+        # Thresholds far from both sides of what tests/learning_spread.py measured (docs/testing.md)
+        # over OpenBLAS's Haswell, Zen, Sandybridge and Prescott kernels, 1 and 2 threads and 5
+        # seeds, greedy and beam alike: BLEU 88.5-99.7, chrF 90.4-99.7, brevity penalty
+        # 0.993-1, 79-99 of the 100 sentences exact (the target is the reversed dictionary). A
+        # model that cannot use the source (trained on misaligned pairs): BLEU 0.7-1.3, chrF
+        # 5.6-8.0, none exact; untrained: BLEU 0-0.07, none exact. A search that stops too early
+        # shows in the brevity penalty.
         for s in (greedy, beam):
-            self.assertGreater(s["bleu"], 80.0, s)
-            self.assertGreater(s["chrf"], 80.0, s)
-            self.assertGreater(s["brevity_penalty"], 0.9, s)
+            on = f"{s} on {machine.describe()}"
+            self.assertGreater(s["bleu"], 60.0, on)
+            self.assertGreater(s["chrf"], 60.0, on)
+            self.assertGreater(s["exact"], 40, on)
+            self.assertGreater(s["brevity_penalty"], 0.9, on)
             self.assertEqual(s["sentences"], 100)
             self.assertGreater(s["sentences_per_second"], 0)
         self.assertEqual(greedy["search"], "greedy")
         self.assertEqual(beam["beam"], 4)
         self.assertAlmostEqual(beam["alpha"], 0.6)
-        # Most held-out sentences are translated exactly (the target is the reversed dictionary).
-        references = toy("valid.tgt").read_text().splitlines()
-        exact = sum(a == b for a, b in zip(beam_lines, references))
-        self.assertGreater(exact, 60)
 
     def test_averaging_on_the_fly_equals_attn_average(self):
         on_the_fly = translate("--run", MODEL_DIR, "--average", 3, "--input", toy("valid.src"), "--quiet").stdout
@@ -200,10 +215,10 @@ class Errors(unittest.TestCase):
         other = WORK / "other-vocab"
         data = WORK / "toy"
         run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
-                    "--vocab-size", 60, "--max-steps", 1, "--out", other, "--threads", 1])
+                    "--vocab-size", 64, "--max-steps", 1, "--out", other, "--threads", 1])
         done = translate("--run", MODEL_DIR, "--vocab", other / "vocab.model", "--input", toy("valid.src"),
                          expect=1)
-        self.assertIn("the checkpoint's vocabulary has 64 pieces", done.stderr)
+        self.assertIn("the checkpoint's vocabulary has 128 pieces", done.stderr)
 
 
 def main():
@@ -213,7 +228,7 @@ def main():
     TRANSLATE, TRAIN, AVERAGE = (Path(a).resolve() for a in sys.argv[1:4])
     WORK = Path(tempfile.mkdtemp(prefix="attn-translate-test-"))
     try:
-        MODEL_DIR = train_model()
+        MODEL_DIR = train_model(WORK)
         unittest.main(argv=[sys.argv[0]] + sys.argv[4:], verbosity=2)
     finally:
         shutil.rmtree(WORK, ignore_errors=True)

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include <attn/nn.hpp>
 #include <attn/train/adam.hpp>
@@ -174,25 +175,31 @@ TEST_CASE("nn: N, P_drop and learned positions given at run time build the model
 }
 
 TEST_CASE("nn: a small model overfits a fixed batch to near-zero loss") {
-  nn::transformer<float, fit> model(16, 21);
-  auto list = model.parameters();
-  train::adam<float> adam(list);
   // Four pairs: the target is the source reversed, after a start symbol 1.
   const auto source = test::tokens<src>(4, 5, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 2, 3, 5, 7, 11, 13});
   const auto input = test::tokens<tgt>(4, 5, {1, 6, 5, 4, 3, 1, 11, 10, 9, 8, 1, 2, 15, 14, 13, 1, 13, 11, 7, 5});
   const auto output = test::tokens<tgt>(4, 5, {6, 5, 4, 3, 2, 11, 10, 9, 8, 7, 2, 15, 14, 13, 12, 13, 11, 7, 5, 3});
-  grad::tape tape;
-  random_stream drop(1);
-  double first = 0, last = 0;
-  for (int step = 0; step < 200; ++step) {
-    list.zero_grad();
-    const auto logits = model(nn::context{&tape, &drop}, source, input);
-    const auto loss = train::cross_entropy(&tape, logits, output, 0.0, nn::token{0});
-    grad::backward(tape, loss.loss);
-    adam.step(3e-3);
-    (step == 0 ? first : last) = loss.loss.value().data()[0];
+  // Five initialisations; tests/learning_spread.py collects the MESSAGE lines.
+  for (std::uint64_t seed = 21; seed < 26; ++seed) {
+    nn::transformer<float, fit> model(16, seed);
+    auto list = model.parameters();
+    train::adam<float> adam(list);
+    grad::tape tape;
+    random_stream drop(1);
+    double first = 0, last = 0;
+    for (int step = 0; step < 200; ++step) {
+      list.zero_grad();
+      const auto logits = model(nn::context{&tape, &drop}, source, input);
+      const auto loss = train::cross_entropy(&tape, logits, output, 0.0, nn::token{0});
+      grad::backward(tape, loss.loss);
+      adam.step(3e-3);
+      (step == 0 ? first : last) = loss.loss.value().data()[0];
+    }
+    MESSAGE("overfit seed " << seed << ": first " << first << ", last " << last);
+    // tests/learning_spread.py measured these five over OpenBLAS's Haswell, Zen, Sandybridge and
+    // Prescott kernels with 1 and 2 threads (docs/testing.md): first 3.07-3.72, last
+    // 0.0018-0.0022; the threshold is nine times the worst, and the untrained loss fails it.
+    CHECK(first > 2.0);  // about log 16 at the start
+    CHECK(last < 0.02);
   }
-  INFO("first " << first << ", last " << last);
-  CHECK(first > 2.0);  // about log 16 at the start
-  CHECK(last < 0.02);
 }
