@@ -35,9 +35,11 @@ heading "test: all suites"
 meson test -C build --print-errorlogs
 
 heading "configure (build-asan/: AddressSanitizer + UBSan)"
-# -O1 -g: sanitized Eigen code at -O2 compiles several times slower for no more findings.
+# -O0 -g: sanitized Eigen code compiles five times faster than at -O1 (6 against 33 CPU-minutes
+# on a 2-vCPU AMD EPYC), keeps every memory access for the sanitizers to check, and the unit
+# tests still run in seconds (2 s and 10 s).
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-  -Doptimization=1 -Ddebug=true -Dbenchmarks=disabled -Dcuda=disabled
+  -Doptimization=0 -Ddebug=true -Dbenchmarks=disabled -Dcuda=disabled
 # The unit tests of core, expr, cpu, grad and the loss (unit), and of text, data, batching,
 # checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed); the
 # whole-model tests (unit-model) ran above and are left out here, see tests/unit/meson.build.
