@@ -101,6 +101,8 @@ class Learning(unittest.TestCase):
         # with ε_ls = 0.1 and 128 classes is 0.80); a model that cannot use the source (trained on
         # misaligned pairs) ends at loss 3.25-3.28, perplexity 17.7-18.3.
         on = f"{valid} on {machine.describe()}"
+        print(f"\nlearned: validation loss {valid[-1]['loss']:.4f}, perplexity {valid[-1]['ppl']:.4f} on "
+              f"{machine.describe()}", file=sys.stderr)  # in the log even when it passes
         self.assertLess(valid[-1]["loss"], 2.0, on)
         self.assertLess(valid[-1]["ppl"], 4.0, on)
         steps = metrics(out)

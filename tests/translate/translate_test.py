@@ -103,6 +103,9 @@ class Translation(unittest.TestCase):
         # shows in the brevity penalty.
         for s in (greedy, beam):
             on = f"{s} on {machine.describe()}"
+            print(f"\nlearned: {s['search']} BLEU {s['bleu']:.2f}, chrF {s['chrf']:.2f}, brevity penalty "
+                  f"{s['brevity_penalty']:.4f}, {s['exact']} of 100 exact on {machine.describe()}",
+                  file=sys.stderr)  # in the log even when it passes
             self.assertGreater(s["bleu"], 60.0, on)
             self.assertGreater(s["chrf"], 60.0, on)
             self.assertGreater(s["exact"], 40, on)
