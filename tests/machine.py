@@ -34,11 +34,11 @@ def openblas():
     """OpenBLAS's configuration and the kernels it chose, or None when it is not installed."""
     try:
         library = ctypes.CDLL("libopenblas.so.0")
-    except OSError:
+        library.openblas_get_config.restype = ctypes.c_char_p
+        library.openblas_get_corename.restype = ctypes.c_char_p
+        return library.openblas_get_config().decode(), library.openblas_get_corename().decode()
+    except (OSError, AttributeError):  # not installed, or too old to say
         return None
-    library.openblas_get_config.restype = ctypes.c_char_p
-    library.openblas_get_corename.restype = ctypes.c_char_p
-    return library.openblas_get_config().decode(), library.openblas_get_corename().decode()
 
 
 def describe():
@@ -47,7 +47,7 @@ def describe():
     parts = [f"{model}, {len(os.sched_getaffinity(0))} CPUs"]
     blas = openblas()
     if blas is None:
-        parts.append("OpenBLAS not found")
+        parts.append("no OpenBLAS (libopenblas.so.0) to ask")
     else:
         config, core = blas
         version = " ".join(config.split()[:2])
