@@ -10,8 +10,11 @@ LayerNorm on each stack, and dropout also on the attention weights and inside th
 like_attn=True removes those three, so the model is attn's (same parameters, same count) and
 dropout falls only on embeddings and residuals (§5.4).
 
+attn_parameters, from_attn and load_attn map attn's checkpoint tensors onto a like_attn Model
+(bench/parity_vs_torch.py starts both sides from the same weights with them).
+
 The scripts' parent processes only read CONFIGS and need no torch: torch is imported when
-Model or sinusoids is first asked for (module __getattr__, PEP 562).
+Model or anything else that needs it is first asked for (module __getattr__, PEP 562).
 """
 import math
 
@@ -67,11 +70,56 @@ def _define():
                             memory_key_padding_mask=src_pad)
             return out @ self.embed.weight.t()
 
-    return {"torch": torch, "sinusoids": sinusoids, "Model": Model}
+    def attn_parameters(model):
+        """(attn names, torch parameter, how) for every parameter of a like_attn Model: how the
+        tensors of attn's checkpoint (names without "model.", docs/checkpoints.md) make the
+        torch parameter. attn keeps linear weights as [in, out] (x·W), torch as [out, in], and
+        nn.MultiheadAttention fuses the query, key and value projections into one in_proj."""
+        yield ("embeddings.shared",), model.embed.weight, "copy"
+        for side, layers in (("encoder", model.core.encoder.layers), ("decoder", model.core.decoder.layers)):
+            for i, layer in enumerate(layers):
+                prefix = f"{side}.layer.{i}."
+                attentions = [("self_attention", layer.self_attn)]
+                blocks = ["self_attention_block"]
+                if side == "decoder":
+                    attentions.append(("cross_attention", layer.multihead_attn))
+                    blocks.append("cross_attention_block")
+                blocks.append("ffn_block")
+                for name, attention in attentions:
+                    a = prefix + name + "."
+                    yield tuple(a + p + ".weight" for p in ("query", "key", "value")), attention.in_proj_weight, "transpose"
+                    yield tuple(a + p + ".bias" for p in ("query", "key", "value")), attention.in_proj_bias, "copy"
+                    yield (a + "output.weight",), attention.out_proj.weight, "transpose"
+                    yield (a + "output.bias",), attention.out_proj.bias, "copy"
+                for k, block in enumerate(blocks, 1):
+                    norm = getattr(layer, f"norm{k}")
+                    yield (prefix + block + ".norm.gain",), norm.weight, "copy"
+                    yield (prefix + block + ".norm.bias",), norm.bias, "copy"
+                for name, linear in (("inner", layer.linear1), ("outer", layer.linear2)):
+                    yield (f"{prefix}ffn.{name}.weight",), linear.weight, "transpose"
+                    yield (f"{prefix}ffn.{name}.bias",), linear.bias, "copy"
+
+    def from_attn(tensors, names, how):
+        """The torch layout of attn's tensors `names` (a dict of torch tensors by name)."""
+        parts = [tensors[n].t() if how == "transpose" else tensors[n] for n in names]
+        return torch.cat(parts, 0) if len(parts) > 1 else parts[0].clone()
+
+    def load_attn(model, tensors):
+        """Copies attn's weights (tensors by name, without "model.") into a like_attn Model."""
+        with torch.no_grad():
+            for names, parameter, how in attn_parameters(model):
+                value = from_attn(tensors, names, how)
+                if value.shape != parameter.shape:
+                    raise ValueError(f"{names}: attn's tensor makes {tuple(value.shape)}, the model has "
+                                     f"{tuple(parameter.shape)}")
+                parameter.copy_(value)
+
+    return {"torch": torch, "sinusoids": sinusoids, "Model": Model, "attn_parameters": attn_parameters,
+            "from_attn": from_attn, "load_attn": load_attn}
 
 
 def __getattr__(name):
-    if name in ("Model", "sinusoids"):
+    if name in ("Model", "sinusoids", "attn_parameters", "from_attn", "load_attn"):
         globals().update(_define())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
