@@ -9,8 +9,9 @@ attn's parameters, dropout on embeddings and residuals only) loads it.
    thread count. attn's comes from its checkpoint after one step: Adam's first moment after
    one step is (1 − β1)·g, so g = adam.m / 0.1 (to float rounding). The reference is PyTorch's
    gradient in double: for each parameter, the relative L2 error ‖g − g_double‖ / ‖g_double‖
-   of attn's, which must stay below 1e-4, and of PyTorch's in float, for scale (a ReLU input
-   near 0 can round to either side, so a float gradient may be off by 1e-4 in a layer).
+   of attn's and of PyTorch's in float. attn's must stay below 1e-4 or within 4 times
+   PyTorch's (a ReLU input near 0 rounds to either side, so a float gradient may be off by
+   1e-4 in a layer, on either side).
 2. losses: --steps steps with dropout 0 on both sides, the same batches in the same order
    (bench/train_vs_torch.py's port of attn's batching); every step's training loss must agree
    to --loss-tolerance (relative). Both sides round differently, and training amplifies it:
@@ -257,8 +258,10 @@ def check_gradients(attn, side, initial, report):
     say(f"{len(rows)} parameters (PyTorch's fused query/key/value count as one); relative L2 error against "
         f"PyTorch in double: attn worst {worst['attn_error']:.2e} ({worst['parameter']}), PyTorch in float "
         f"worst {worst_torch['torch_float_error']:.2e} ({worst_torch['parameter']})")
-    ok = worst["attn_error"] < GRADIENT_TOLERANCE
-    say(("agree" if ok else "DIFFER") + f" (tolerance {GRADIENT_TOLERANCE:g} on attn's error)")
+    # attn must be as close to exact as float allows: below the tolerance, or within a few
+    # times PyTorch's own float error for that parameter (ReLU inputs that round across 0).
+    ok = all(r["attn_error"] < max(GRADIENT_TOLERANCE, 4 * r["torch_float_error"]) for r in rows)
+    say(("agree" if ok else "DIFFER") + f" (attn's error below {GRADIENT_TOLERANCE:g} or 4 x PyTorch's in float)")
     for r in sorted(rows, key=lambda r: -r["attn_error"])[: 3 if ok else 12]:
         say(f"  attn {r['attn_error']:.2e}  PyTorch float {r['torch_float_error']:.2e}  |g| {r['norm']:.4e}  "
             f"{r['parameter']}")
@@ -313,9 +316,11 @@ def check_curves(attn, side, args, report):
     rows = []
     say("| step | attn ppl (min - max) | PyTorch ppl (min - max) | ranges |")
     say("| ---: | --- | --- | --- |")
-    for k, (step, _) in enumerate(curves["attn"][1]):
-        a = [curves["attn"][s][k][1] for s in curves["attn"]]
-        t = [curves["torch"][s][k][1] for s in curves["torch"]]
+    by_step = {side: [dict(curve) for curve in seeds.values()] for side, seeds in curves.items()}
+    common = set.intersection(*(set(curve) for side in by_step.values() for curve in side))
+    for step in sorted(common):  # attn-train also validates at its end
+        a = [curve[step] for curve in by_step["attn"]]
+        t = [curve[step] for curve in by_step["torch"]]
         overlap = min(a) <= max(t) and min(t) <= max(a)
         verdict = "overlap" if overlap else ("attn lower" if max(a) < min(t) else "attn HIGHER")
         rows.append({"step": step, "attn": a, "torch": t, "verdict": verdict})
