@@ -52,7 +52,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "tests" / "train"))
 from torch_reference import CONFIGS  # noqa: E402
-from train_vs_torch import BOS, EOS, PAD, encode_pairs, epoch_order, noam_rate, plan_batches, read_lines  # noqa: E402
+from train_vs_torch import PAD, encode_pairs, epoch_order, make_batch, noam_rate, plan_batches, read_lines  # noqa: E402
 
 GRADIENT_TOLERANCE = 1e-4  # relative L2 against double, per parameter: attn's float gives about 1e-5
 BETA1 = 0.9                # attn::train::adam_options
@@ -163,18 +163,8 @@ class TorchSide:
             load_attn(model, read_checkpoint(initial, "model."))
         return model
 
-    def batch(self, examples, indices):  # attn::train::make_batch
-        rows = [examples[i] for i in indices]
-        source_columns = max(len(s) for s, _ in rows) + 1
-        target_columns = max(len(t) for _, t in rows) + 1
-        source, target_in, target_out = [], [], []
-        for s, t in rows:
-            source += list(s) + [EOS] + [PAD] * (source_columns - len(s) - 1)
-            target_in += [BOS] + list(t) + [PAD] * (target_columns - len(t) - 1)
-            target_out += list(t) + [EOS] + [PAD] * (target_columns - len(t) - 1)
-        shape = (len(rows), -1)
-        tensor = self.torch.tensor
-        return tensor(source).view(shape), tensor(target_in).view(shape), tensor(target_out).view(shape)
+    def batch(self, examples, indices):
+        return make_batch(self.torch, examples, indices)[:3]
 
     def loss(self, model, batch, smoothing, reduction="mean"):
         source, target_in, target_out = batch

@@ -126,6 +126,22 @@ def noam_rate(d_model, step, warmup):
     return d_model ** -0.5 * min(s ** -0.5, s * warmup ** -1.5)
 
 
+def make_batch(torch, examples, indices):
+    """attn::train::make_batch as torch tensors: (source = ids+eos, target_in = bos+ids,
+    target_out = ids+eos, padded with 0; the target tokens without padding)."""
+    rows = [examples[i] for i in indices]
+    source_columns = max(len(s) for s, _ in rows) + 1
+    target_columns = max(len(t) for _, t in rows) + 1
+    source, target_in, target_out = [], [], []
+    for s, t in rows:
+        source += list(s) + [EOS] + [PAD] * (source_columns - len(s) - 1)
+        target_in += [BOS] + list(t) + [PAD] * (target_columns - len(t) - 1)
+        target_out += list(t) + [EOS] + [PAD] * (target_columns - len(t) - 1)
+    shape = (len(rows), -1)
+    return (torch.tensor(source).view(shape), torch.tensor(target_in).view(shape),
+            torch.tensor(target_out).view(shape), sum(len(t) + 1 for _, t in rows))
+
+
 # --- the PyTorch side (runs under --python as `train_vs_torch.py --torch-worker SPEC`) -------
 
 def read_lines(path):
@@ -209,26 +225,13 @@ def torch_worker(spec):
           "pairs": report, "batches": len(batches), "parameters": sum(p.numel() for p in parameters),
           "threads": torch.get_num_threads(), "import_maxrss_kib": import_kib})
 
-    def make_batch(indices):  # attn::train::make_batch
-        rows = [examples[i] for i in indices]
-        source_columns = max(len(s) for s, _ in rows) + 1
-        target_columns = max(len(t) for _, t in rows) + 1
-        source, target_in, target_out = [], [], []
-        for s, t in rows:
-            source += list(s) + [EOS] + [PAD] * (source_columns - len(s) - 1)
-            target_in += [BOS] + list(t) + [PAD] * (target_columns - len(t) - 1)
-            target_out += list(t) + [EOS] + [PAD] * (target_columns - len(t) - 1)
-        shape = (len(rows), -1)
-        return (torch.tensor(source).view(shape), torch.tensor(target_in).view(shape),
-                torch.tensor(target_out).view(shape), sum(len(t) + 1 for _, t in rows))
-
     epoch, index, order = 0, 0, epoch_order(len(batches), spec["seed"], 0)
     start = time.perf_counter()
     for step in range(1, spec["steps"] + 1):
         if index == len(batches):
             epoch, index = epoch + 1, 0
             order = epoch_order(len(batches), spec["seed"], epoch)
-        source, target_in, target_out, tokens = make_batch(batches[order[index]])
+        source, target_in, target_out, tokens = make_batch(torch, examples, batches[order[index]])
         index += 1
         logits = model(source, target_in, pad=PAD)  # [batch, tgt, vocab]
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), target_out.reshape(-1),
