@@ -19,6 +19,7 @@ using examples::widths_of;
 
 struct options {
   std::filesystem::path checkpoint, run, vocabulary, input, output, references, attention_dir, scores;
+  std::filesystem::path targets;  // --score: sentences to score instead of translating
   int average = 1;
   int beam = 4;
   bool greedy = false;
@@ -30,6 +31,8 @@ struct options {
   int samples = 0;
   std::vector<int> attention_lines{1};
   bool quiet = false;
+  bool with_scores = false;  // every output line "i ||| text ||| score ||| log-prob ||| per token"
+  bool pieces = false;       // subword pieces instead of text, out and (for --score) in
 };
 
 struct job {
@@ -39,6 +42,7 @@ struct job {
   text::subword_model vocabulary;
   std::vector<std::string> lines;       // the input, one sentence a line
   std::vector<std::string> references;  // --bleu's reference translations, or none
+  std::vector<std::string> targets;     // --score's sentences, or none
   train::averaged_weights weights;
   nn::hyperparameters hyper;
   std::string model_name;

@@ -60,7 +60,23 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   app.add_option("--bleu", o.references, "reference translations: print BLEU and chrF (sacreBLEU's defaults)")
       ->check(CLI::ExistingFile)
       ->group(io);
+  auto* bleu = app.get_option("--bleu");
   app.add_option("--scores", o.scores, "write the scores and speed as JSON to this file")->group(io);
+  auto* score = app.add_option("--score", o.targets,
+                               "score these translations of the input, a line each, instead of translating:\n"
+                               "their log-probabilities, written as --with-scores writes translations")
+                    ->check(CLI::ExistingFile)
+                    ->excludes(bleu)
+                    ->group(io);
+  app.add_flag("--with-scores", o.with_scores,
+               "write each translation as \"i ||| text ||| score ||| log-prob ||| log-prob per token\":\n"
+               "log-prob = log P(subwords, end | input), score = log-prob / ((5 + length) / 6)^alpha,\n"
+               "length and per token counting the end symbol")
+      ->group(io);
+  app.add_flag("--pieces", o.pieces,
+               "write the subword pieces of each translation, space-separated, instead of its text;\n"
+               "with --score, read the translations to score as such pieces")
+      ->group(io);
   app.add_option("--samples", o.samples, "print this many lines beside their references")
       ->check(CLI::Range(0, 1000))
       ->group(io);
@@ -78,9 +94,10 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->capture_default_str()
       ->check(CLI::Range(0, 100000))
       ->group(search);
-  app.add_option("--nbest", o.nbest, "write the K best: \"i ||| translation ||| score\" lines")
+  app.add_option("--nbest", o.nbest, "write the K best as --with-scores writes translations")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000))
+      ->excludes(score)
       ->group(search);
   app.add_option("--batch-size", o.batch_size, "sentences decoded together")
       ->capture_default_str()
@@ -186,11 +203,12 @@ int run(options o) {
   const fs::path vocabulary = o.vocabulary.empty() ? files.front().parent_path() / "vocab.model" : o.vocabulary;
   translator::job j(o, text::subword_model::load(vocabulary));
   j.lines = read_lines(o.input, translator::input_name(o));
-  if (!o.references.empty()) {
-    j.references = read_lines(o.references, o.references.string());
-    if (j.references.size() != j.lines.size())
-      throw std::runtime_error("'" + o.references.string() + "' has " + std::to_string(j.references.size()) +
-                               " lines but " + translator::input_name(o) + " has " + std::to_string(j.lines.size()));
+  for (auto [file, lines] : {std::pair{&o.references, &j.references}, std::pair{&o.targets, &j.targets}}) {
+    if (file->empty()) continue;
+    *lines = read_lines(*file, file->string());
+    if (lines->size() != j.lines.size())
+      throw std::runtime_error("'" + file->string() + "' has " + std::to_string(lines->size()) + " lines but " +
+                               translator::input_name(o) + " has " + std::to_string(j.lines.size()));
   }
   for (int line : o.attention_lines)
     if (!o.attention_dir.empty() && std::size_t(line) > j.lines.size())

@@ -11,8 +11,18 @@ namespace attn::translator {
 
 std::string input_name(const options& o) { return o.input.empty() ? "standard input" : o.input.string(); }
 
-progress_line::progress_line(std::size_t sentences, bool quiet)
-    : total_(sentences), quiet_(quiet), terminal_(isatty(STDERR_FILENO) == 1) {}
+std::string text_of(const job& j, std::span<const decode::token> tokens) {
+  if (!j.opts.pieces) return j.vocabulary.decode(tokens);
+  std::string text;
+  for (const decode::token t : tokens) {
+    if (!text.empty()) text += ' ';
+    text += j.vocabulary.piece(t);
+  }
+  return text;
+}
+
+progress_line::progress_line(std::size_t sentences, bool quiet, const char* verb)
+    : total_(sentences), quiet_(quiet), terminal_(isatty(STDERR_FILENO) == 1), verb_(verb) {}
 
 void progress_line::advance(std::size_t sentences, std::size_t tokens) {
   done_ += sentences;
@@ -21,8 +31,8 @@ void progress_line::advance(std::size_t sentences, std::size_t tokens) {
   next_report_ = done_ + std::max<std::size_t>(1, total_ / 10);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = double(done_) / std::max(seconds, 1e-9);
-  std::fprintf(stderr, "%stranslated %zu/%zu sentences, %.1f sentences/s, %.0f tokens/s, %.0f s left%s",
-               terminal_ ? "\r" : "", done_, total_, rate, double(tokens_) / std::max(seconds, 1e-9),
+  std::fprintf(stderr, "%s%s %zu/%zu sentences, %.1f sentences/s, %.0f tokens/s, %.0f s left%s",
+               terminal_ ? "\r" : "", verb_, done_, total_, rate, double(tokens_) / std::max(seconds, 1e-9),
                double(total_ - done_) / std::max(rate, 1e-9), terminal_ ? "\033[K" : "\n");
   std::fflush(stderr);
 }
@@ -59,15 +69,18 @@ void write_atomically(const std::filesystem::path& path, Write&& write) {
 
 void write_lines(std::ostream& out, const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
                  const std::vector<std::string>& best) {
+  const bool scored = j.opts.nbest > 1 || j.opts.with_scores || !j.targets.empty();
   for (std::size_t i = 0; i < results.size(); ++i) {
-    if (j.opts.nbest <= 1) {
+    if (!scored) {
       out << best[i] << '\n';
       continue;
     }
-    for (const auto& h : results[i]) {
-      char score[32];
-      std::snprintf(score, sizeof score, "%.6f", h.score);
-      out << i << " ||| " << j.vocabulary.decode(h.tokens) << " ||| " << score << '\n';
+    for (std::size_t k = 0; k < results[i].size(); ++k) {
+      const auto& h = results[i][k];
+      char scores[96];
+      std::snprintf(scores, sizeof scores, "%.6f ||| %.6f ||| %.6f", h.score, h.log_prob,
+                    h.log_prob / double(h.tokens.size() + 1));  // the end symbol is a token too
+      out << i << " ||| " << (k == 0 ? best[i] : text_of(j, h.tokens)) << " ||| " << scores << '\n';
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ std::string input_name(const options& o);
 /// a line at every tenth of the work otherwise.
 class progress_line {
  public:
-  progress_line(std::size_t sentences, bool quiet);
+  progress_line(std::size_t sentences, bool quiet, const char* verb = "translated");
   void advance(std::size_t sentences, std::size_t tokens);
   /// Ends the line; returns the seconds spent.
   double finish();
@@ -31,11 +32,17 @@ class progress_line {
  private:
   std::size_t total_, done_ = 0, tokens_ = 0, next_report_ = 0;
   bool quiet_, terminal_;
+  const char* verb_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+/// What a line of output says of `tokens`: their text, or with --pieces their pieces, space-separated.
+std::string text_of(const job& j, std::span<const decode::token> tokens);
+
 /// The best translation of each line, in input order, to --output (written whole, then renamed
-/// into place) or standard output. With --nbest K > 1, K lines a sentence: "i ||| text ||| score".
+/// into place) or standard output. With --nbest K > 1, --with-scores or --score, a line for each
+/// hypothesis: "i ||| text ||| score ||| log-prob ||| log-prob per token" (`best` gives the
+/// text of each line's first).
 void write_translations(const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
                         const std::vector<std::string>& best);
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,35 @@ inline std::vector<std::vector<token>> encode_lines(const job& j, index_t max_po
                                std::to_string(max_positions - 1) + " and the end symbol");
   }
   return sources;
+}
+
+/// --score's sentences as subword ids: their text encoded, or with --pieces their pieces looked
+/// up. A piece the vocabulary lacks, a control symbol, or a sentence longer than learned
+/// positions reach is an error that names its line.
+inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_positions) {
+  const std::string file = j.opts.targets.string();
+  std::vector<std::vector<token>> targets(j.targets.size());
+  for (std::size_t i = 0; i < j.targets.size(); ++i) {
+    const std::string where = file + ":" + std::to_string(i + 1) + ": ";
+    if (!j.opts.pieces) {
+      targets[i] = j.vocabulary.encode(j.targets[i]);
+    } else {
+      std::istringstream words(j.targets[i]);
+      for (std::string piece; words >> piece;) {
+        const auto id = j.vocabulary.id_of(piece);
+        if (!id) throw std::runtime_error(where + "the piece '" + piece + "' is not in the vocabulary");
+        if (*id == text::subword_model::pad_id || *id == text::subword_model::bos_id ||
+            *id == text::subword_model::eos_id)
+          throw std::runtime_error(where + "'" + piece + "' is a control symbol, which no translation holds");
+        targets[i].push_back(*id);
+      }
+    }
+    if (index_t(targets[i].size()) + 1 > max_positions)
+      throw std::runtime_error(where + std::to_string(targets[i].size()) +
+                               " subwords; the model's learned positions hold the start symbol and " +
+                               std::to_string(max_positions - 1));
+  }
+  return targets;
 }
 
 /// Pictures of the encoder-decoder attention of every layer while the model reads its own
@@ -99,6 +129,7 @@ int translate(job& j) {
   const index_t max_positions =
       j.hyper.positions == nn::positional::learned ? C::max_positions : std::numeric_limits<index_t>::max() / 2;
   const auto sources = detail::encode_lines(j, max_positions);
+  const auto targets = detail::encode_targets(j, max_positions);  // --score's, or none
 
   decode::search_options search;
   search.beam = o.greedy ? 1 : o.beam;
@@ -119,7 +150,7 @@ int translate(job& j) {
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return sources[a].size() > sources[b].size(); });
   std::vector<std::vector<decode::hypothesis>> results(sources.size());
-  progress_line progress(sources.size(), o.quiet);
+  progress_line progress(sources.size(), o.quiet, targets.empty() ? "translated" : "scored");
   for (std::size_t first = 0; first < order.size(); first += std::size_t(o.batch_size)) {
     const std::size_t last = std::min(order.size(), first + std::size_t(o.batch_size));
     std::vector<std::vector<token>> batch;
@@ -129,7 +160,12 @@ int translate(job& j) {
       lengths.push_back(index_t(sources[order[i]].size()));
     }
     decode::kv_cache_decoder<float, C> scorer(model, batch, search.eos);
-    if (o.greedy) {
+    if (!targets.empty()) {
+      std::vector<std::vector<token>> given;
+      for (std::size_t i = first; i < last; ++i) given.push_back(targets[order[i]]);
+      auto scored = decode::score_targets(scorer, given, search);
+      for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(scored[i - first])};
+    } else if (o.greedy) {
       auto found = decode::greedy_search(scorer, lengths, search);
       for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(found[i - first])};
     } else {
@@ -143,7 +179,8 @@ int translate(job& j) {
   const double seconds = progress.finish();
 
   std::vector<std::string> best(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i) best[i] = j.vocabulary.decode(results[i].front().tokens);
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    best[i] = targets.empty() ? text_of(j, results[i].front().tokens) : j.targets[i];
   write_translations(j, results, best);
 
   nlohmann::json scores = {
@@ -158,6 +195,20 @@ int translate(job& j) {
       {"tokens_per_second", double(progress.tokens()) / seconds},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
   };
+  // The log-probability of what was written (the best translations, or --score's sentences):
+  // exp(-log P / tokens) is --score's perplexity, what attn-train reports on validation data.
+  double log_prob = 0;
+  for (const auto& r : results) log_prob += r.front().log_prob;
+  const double per_token = log_prob / double(std::max<std::size_t>(progress.tokens(), 1));
+  scores["log_prob"] = log_prob;
+  scores["log_prob_per_token"] = per_token;
+  if (!targets.empty()) {
+    scores["search"] = "none (--score)";
+    scores["perplexity"] = std::exp(-per_token);
+    std::fprintf(stderr, "scored %zu sentences, %zu subwords with their end symbols: log-probability %.4f, %.4f a "
+                 "subword, perplexity %.4f\n", sources.size(), progress.tokens(), log_prob, per_token,
+                 std::exp(-per_token));
+  }
   if (!j.references.empty()) {
     const std::vector<std::vector<std::string>> references{j.references};
     const auto bleu = text::corpus_bleu(best, references);

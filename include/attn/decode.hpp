@@ -5,4 +5,5 @@
 #include "decode/greedy.hpp"
 #include "decode/kv_cache.hpp"
 #include "decode/recompute.hpp"
+#include "decode/score.hpp"
 #include "decode/search.hpp"

@@ -50,13 +50,14 @@ def toy(name):
 def train_model(work, seed=1, corpus_seed=7, aligned=True, threads=2, steps=1000):
     """A one-layer tiny model trained for 1 000 steps on toy text (2 000 pairs drawn with
     corpus_seed; aligned=False: each target belongs to another source) in work/model, and 100
-    held-out pairs in work/toy/valid.*. With 128 subwords every toy word is one subword, and the
+    held-out pairs in work/toy/valid.*, on which attn-train validates at step 1 000. With 128 subwords every toy word is one subword, and the
     model translates the toy language almost perfectly (tests/learning_spread.py measures it)."""
     data = work / "toy"
     toy_corpus.write(data, "train", 2000, seed=corpus_seed, aligned=aligned)
     toy_corpus.write(data, "valid", 100, seed=corpus_seed + 1)
     out = work / "model"
-    run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
+    run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--valid-src", data / "valid.src",
+                "--valid-tgt", data / "valid.tgt", "--config", "tiny", "--layers", 1,
                 "--vocab-size", 128, "--warmup", 100, "--lr-scale", 0.3, "--dropout", 0, "--batch-tokens", 600,
                 "--seed", seed, "--threads", threads, "--max-steps", steps, "--save-every", 100, "--keep", 5,
                 "--out", out])
@@ -72,6 +73,14 @@ def score(model, data, name, *args, threads=2):
     lines = output.read_text().splitlines()
     references = (data / "valid.tgt").read_text().splitlines()
     return dict(json.loads(scores.read_text()), exact=sum(a == b for a, b in zip(lines, references))), lines, done
+
+
+def write_work(name, data, mode="w"):
+    """data written to WORK/name; returns the path."""
+    path = WORK / name
+    with open(path, mode) as f:
+        f.write(data)
+    return path
 
 
 def png_size(path):
@@ -146,6 +155,62 @@ class Translation(unittest.TestCase):
             self.assertEqual(scores, sorted(scores, reverse=True))
             self.assertEqual(len({r[1] for r in group}), 3)
 
+    @staticmethod
+    def scored_lines(text):
+        """--with-scores / --score lines: [(i, text, score, log-prob, log-prob per token)]."""
+        rows = []
+        for line in text.splitlines():
+            i, words, score, log_prob, per_token = line.split(" ||| ")
+            rows.append((int(i), words, float(score), float(log_prob), float(per_token)))
+        return rows
+
+    def test_scoring_a_search_s_output_gives_the_search_s_own_scores(self):
+        for search in (["--greedy"], ["--beam", 4]):
+            found = self.scored_lines(translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet",
+                                                "--with-scores", "--pieces", *search).stdout)
+            self.assertEqual([r[0] for r in found], list(range(100)))
+            pieces = write_work(f"pieces-{search[0]}.txt", "".join(r[1] + "\n" for r in found))
+            scored = self.scored_lines(translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet",
+                                                 "--score", pieces, "--pieces").stdout)
+            self.assertEqual(len(scored), 100)
+            for a, b in zip(found, scored):
+                self.assertEqual(a[:2], b[:2])
+                self.assertLess(a[3], 0)
+                # The same float log-probabilities summed in another order (batches differ).
+                self.assertAlmostEqual(a[2], b[2], delta=1e-4)
+                self.assertAlmostEqual(a[3], b[3], delta=1e-4)
+                self.assertAlmostEqual(b[4], b[3] / (len(b[1].split()) + 1), delta=1e-6)
+                length_penalty = ((5 + len(b[1].split()) + 1) / 6) ** 0.6
+                self.assertAlmostEqual(b[2], b[3] / length_penalty, delta=1e-5)
+        # The text is what a user reads; its pieces are what the model wrote, and --pieces keeps them.
+        text = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--greedy").stdout.splitlines()
+        self.assertEqual(text, [" ".join(p.replace("\u2581", " ").split()) for p in
+                                (r[1] for r in self.scored_lines(translate(
+                                    "--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--greedy",
+                                    "--with-scores", "--pieces").stdout))])
+
+    def test_scoring_the_references_gives_attn_train_s_validation_perplexity(self):
+        valid = [json.loads(line) for line in (MODEL_DIR / "metrics.jsonl").read_text().splitlines()
+                 if '"valid"' in line]
+        self.assertEqual(valid[-1]["step"], 1000)
+        scores = WORK / "score-references.json"
+        done = translate("--checkpoint", MODEL_DIR / "checkpoint-00001000.safetensors", "--input", toy("valid.src"),
+                         "--score", toy("valid.tgt"), "--scores", scores)
+        rows = self.scored_lines(done.stdout)
+        self.assertEqual([r[1] for r in rows], toy("valid.tgt").read_text().splitlines())
+        result = json.loads(scores.read_text())
+        self.assertIn("perplexity", done.stderr)
+        # attn-train's validation: exp(-log P / tokens) over the same pairs, teacher-forced in
+        # padded batches rather than a position at a time; float sums, so 1e-4 relative.
+        self.assertAlmostEqual(result["perplexity"] / valid[-1]["ppl"], 1.0, delta=1e-4)
+        self.assertAlmostEqual(result["log_prob"], sum(r[3] for r in rows), delta=1e-3)
+        # A misaligned reference (each line scored against the next line's translation) is far less probable.
+        lines = toy("valid.tgt").read_text().splitlines()
+        shifted = write_work("shifted.tgt", "\n".join(lines[1:] + lines[:1]) + "\n")
+        done = translate("--checkpoint", MODEL_DIR / "checkpoint-00001000.safetensors", "--input", toy("valid.src"),
+                         "--score", shifted, "--scores", scores, "--quiet")
+        self.assertGreater(json.loads(scores.read_text())["perplexity"], 10 * result["perplexity"])
+
     def test_attention_pictures_are_pngs_of_every_layer(self):
         pictures = WORK / "attention"
         translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--attention-png", pictures,
@@ -165,10 +230,23 @@ class Translation(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def write(self, name, data, mode="w"):
-        path = WORK / name
-        with open(path, mode) as f:
-            f.write(data)
-        return path
+        return write_work(name, data, mode)
+
+    def test_scoring_refuses_what_it_cannot_score(self):
+        done = translate("--run", MODEL_DIR, "--score", toy("valid.tgt"), "--bleu", toy("valid.tgt"), expect=2)
+        self.assertIn("excludes", done.stderr)
+        done = translate("--run", MODEL_DIR, "--score", toy("valid.tgt"), "--nbest", 2, expect=2)
+        self.assertIn("excludes", done.stderr)
+        two = self.write("two.src", "a b\nc d\n")
+        three = self.write("three.tgt", "x\ny\nz\n")
+        done = translate("--run", MODEL_DIR, "--input", two, "--score", three, expect=1)
+        self.assertIn("three.tgt' has 3 lines but", done.stderr)
+        pieces = self.write("bad-pieces.tgt", "\nno-such-piece\n")
+        done = translate("--run", MODEL_DIR, "--input", two, "--score", pieces, "--pieces", expect=1)
+        self.assertIn("bad-pieces.tgt:2: the piece 'no-such-piece' is not in the vocabulary", done.stderr)
+        control = self.write("control.tgt", "\n</s>\n")
+        done = translate("--run", MODEL_DIR, "--input", two, "--score", control, "--pieces", expect=1)
+        self.assertIn("control.tgt:2: '</s>' is a control symbol", done.stderr)
 
     def test_help_and_bad_flags(self):
         self.assertIn("--beam", translate("--help").stdout)
@@ -218,7 +296,8 @@ class Errors(unittest.TestCase):
     def test_a_vocabulary_of_another_size_is_refused(self):
         other = WORK / "other-vocab"
         data = WORK / "toy"
-        run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
+        run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--valid-src", data / "valid.src",
+                "--valid-tgt", data / "valid.tgt", "--config", "tiny", "--layers", 1,
                     "--vocab-size", 64, "--max-steps", 1, "--out", other, "--threads", 1])
         done = translate("--run", MODEL_DIR, "--vocab", other / "vocab.model", "--input", toy("valid.src"),
                          expect=1)

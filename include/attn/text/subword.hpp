@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -204,6 +205,13 @@ class subword_model {
       throw subword_error("subword model " + detail::quoted(file_) +
                           " cannot decode: " + detail::status_text(status));
     return text;
+  }
+
+  /// The id of a piece ("▁the"), or none when the vocabulary lacks it.
+  std::optional<std::int32_t> id_of(std::string_view piece) const {
+    const int id = processor_->PieceToId(piece);  // the unknown piece's id for any unknown piece
+    if (id == unk_id && piece != processor_->IdToPiece(unk_id)) return std::nullopt;
+    return id;
   }
 
   /// Pieces in the vocabulary, special ones included: ids are 0 .. size() - 1.

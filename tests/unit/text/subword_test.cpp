@@ -86,6 +86,10 @@ TEST_CASE("a trained model has the fixed special ids and round-trips its text") 
     }
     CHECK(model.decode(ids) == text);
   }
+  // Every piece maps back to its id; a piece the vocabulary lacks has none.
+  for (int id = 0; id < model.size(); ++id) CHECK(model.id_of(model.piece(id)) == id);
+  CHECK_FALSE(model.id_of("no-such-piece").has_value());
+  CHECK_FALSE(model.id_of("").has_value());
   // Subwords compose words the corpus never had.
   const std::string unseen = "a red cat and the tree ran to the big dog house";
   CHECK(model.decode(model.encode(unseen)) == unseen);
