@@ -44,7 +44,24 @@ struct multi_head_attention {
   attention_kind kind;  // names the weights in an attention record
 
   explicit multi_head_attention(random_stream& init, attention_kind k = attention_kind::encoder_self)
-      : query(init), key(init), value(init), output(init), kind(k) {}
+      : query(init, fused_width(k, true)),
+        key(init, fused_width(k, false)),
+        value(init, fused_width(k, false)),
+        output(init),
+        kind(k) {}
+
+  /// The width of the matrix the authors' tensor2tensor draws a projection as part of (Xavier's
+  /// fan_out): self-attention computes Q, K and V with one [d_model, 2·h·d_k + h·d_v] matrix
+  /// ("qkv_transform"); encoder-decoder attention Q alone ("q_transform") and K, V together
+  /// ("kv_transform", [d_model, h·d_k + h·d_v]). With h·d_k = h·d_v = d_model, self-attention's
+  /// W^Q, W^K, W^V then have variance 1 / (2·d_model), half that of a [d_model, d_model] matrix
+  /// drawn alone (PyTorch's nn.MultiheadAttention fuses all three in both attentions, so
+  /// the same). Drawn alone, the model trains measurably slower (docs/model.md).
+  static index_t fused_width(attention_kind k, bool is_query) {
+    const index_t queries = C::query_width::extent, values = C::value_width::extent;
+    if (k != attention_kind::encoder_decoder) return 2 * queries + values;
+    return is_query ? queries : queries + values;
+  }
 
   /// Queries from x [B, Q, d_model] attend to memory [B, K, d_model] (x itself for
   /// self-attention) under mask [B, Q, keys].

@@ -9,8 +9,9 @@
 
 namespace attn::nn {
 
-/// Uniform in [−a, a] with a = √(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010), as in the
-/// authors' tensor2tensor code.
+/// Uniform in [−a, a] with a = √(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010): the authors'
+/// tensor2tensor code draws every matrix so ("uniform_unit_scaling": variance scaling over
+/// fan_avg, gain 1), fused ones as a whole (see multi_head_attention::fused_width).
 template <class T, class S>
 void xavier_uniform(grad::parameter<T, S>& p, index_t fan_in, index_t fan_out, random_stream& stream) {
   const double limit = std::sqrt(6.0 / double(fan_in + fan_out));

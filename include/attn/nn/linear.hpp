@@ -13,7 +13,11 @@ struct linear {
   grad::parameter<T, shape<In, Out>> weight;
   grad::parameter<T, shape<Out>> bias;
 
-  explicit linear(random_stream& init) { xavier_uniform(weight, In::extent, Out::extent, init); }
+  explicit linear(random_stream& init) : linear(init, Out::extent) {}
+
+  /// Xavier-uniform as if this matrix were a slice of one `fused_out` wide: the authors'
+  /// tensor2tensor draws projections that share an input as one matrix (see attention.hpp).
+  linear(random_stream& init, index_t fused_out) { xavier_uniform(weight, In::extent, fused_out, init); }
 
   template <class B, class L>
   grad::variable<T, shape<B, L, Out>> operator()(const context& ctx, const grad::variable<T, shape<B, L, In>>& x) const {

@@ -3,8 +3,11 @@
 // a small model can fit a batch.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
+#include <utility>
 
 #include <attn/nn.hpp>
 #include <attn/train/adam.hpp>
@@ -146,6 +149,61 @@ TEST_CASE("nn: parameters are named, tied embeddings are one parameter, a seed f
   const auto c = logits_of(other, test::tokens<src>(1, 2, {3, 4}), test::tokens<tgt>(1, 2, {1, 5}));
   CHECK(std::equal(a.data(), a.data() + a.size(), b.data()));
   CHECK(!std::equal(a.data(), a.data() + a.size(), c.data()));
+}
+
+namespace {
+struct wide : nn::config<nn::widths<64, 128, 4, 16, 16>, 1> {};
+
+/// The mean of x² over a parameter, and its largest |x|.
+std::pair<double, double> second_moment_and_extreme(const grad::parameter_ref<double>& p) {
+  double squares = 0, extreme = 0;
+  for (index_t i = 0; i < p.size; ++i) {
+    squares += p.value[i] * p.value[i];
+    extreme = std::max(extreme, std::abs(p.value[i]));
+  }
+  return {squares / double(p.size), extreme};
+}
+}  // namespace
+
+TEST_CASE("nn: the initialisation is tensor2tensor's: Xavier over the fused attention matrices, zero biases") {
+  nn::transformer<double, wide> model(50, 9);
+  const double d = 64, d_ff = 128;
+  // Xavier-uniform over [fan_in, fan_out] is uniform in ±√(6 / (fan_in + fan_out)), variance
+  // 2 / (fan_in + fan_out). tensor2tensor fuses self-attention's Q, K, V into one [d, 3d]
+  // matrix and encoder-decoder attention's K, V into one [d, 2d] (nn/attention.hpp).
+  const auto xavier = [](double fan_in, double fan_out) { return 2.0 / (fan_in + fan_out); };
+  int checked = 0;
+  const auto list = model.parameters();
+  for (const auto& p : list.refs()) {
+    CAPTURE(p.name);
+    const auto ends = [&](std::string_view suffix) { return p.name.ends_with(suffix); };
+    const auto [moment, extreme] = second_moment_and_extreme(p);
+    double variance = -1;
+    if (ends("self_attention.query.weight") || ends("self_attention.key.weight") || ends("self_attention.value.weight"))
+      variance = xavier(d, 3 * d);
+    else if (ends("cross_attention.query.weight"))
+      variance = xavier(d, d);
+    else if (ends("cross_attention.key.weight") || ends("cross_attention.value.weight"))
+      variance = xavier(d, 2 * d);
+    else if (ends("attention.output.weight"))
+      variance = xavier(d, d);
+    else if (ends("ffn.inner.weight") || ends("ffn.outer.weight"))
+      variance = xavier(d, d_ff);
+    else if (p.name == "embeddings.shared")
+      variance = 1 / d;  // normal, deviation d_model^-1/2 (§3.4 then scales by √d_model)
+    if (variance > 0) {
+      CHECK(moment == doctest::Approx(variance).epsilon(0.1));  // 4 096 draws or more: ±3 %
+      if (p.name != "embeddings.shared") CHECK(extreme <= std::sqrt(3 * variance));
+      ++checked;
+    } else if (ends(".gain")) {
+      CHECK(moment == 1.0);
+      CHECK(extreme == 1.0);
+    } else {
+      CHECK(ends(".bias"));
+      CHECK(extreme == 0.0);
+    }
+  }
+  CHECK(checked == 1 + 6 + 10);  // embeddings; the encoder layer's Q, K, V, O and FFN; the decoder layer's 2 + 4 + 4
 }
 
 namespace {
