@@ -23,6 +23,12 @@ attn's parameters, dropout on embeddings and residuals only) loads it.
    from its own), batches and dropout masks (PyTorch draws its own); the validation
    perplexity every --valid-every steps. Reported:
    each side's range over the seeds at every validation, and where the ranges part.
+4. budget (--budget-minutes M): issue 14's comparison. Each side trains M minutes (wall
+   clock, validations included) from its own initialisation, dropout 0.1, seed 1; PyTorch's
+   model is then written as an attn checkpoint (torch_reference.save_attn), and attn-translate
+   translates the test set with each (beam 4, alpha 0.6), so the search is the same code and
+   only the training differs. A table (steps, target tokens/s, validation perplexity, BLEU,
+   chrF) and, with --plot FILE.png, both validation curves (gnuplot).
 
 Data (--corpus): bible (data/bible from examples/data/bible.py), short (the Bible's verses cut
 into clauses at , ; : where both sides have as many clauses, so sentences of a few words), or
@@ -33,7 +39,8 @@ python3-torch python3-sentencepiece); attn-train built (build/examples/attn-trai
 --config preset compiled in: meson configure build -Dexample_models=tiny,small).
 
     /usr/bin/python3 bench/parity_vs_torch.py [--corpus bible|short] [--config small]
-        [--steps 200] [--curve-steps 1000 --seeds 3] [--json FILE] [--work DIR]
+        [--steps 200] [--curve-steps 1000 --seeds 3] [--budget-minutes 15 --plot FILE.png]
+        [--skip-checks] [--json FILE] [--work DIR]
 Exit status: 0 when the gradients and the losses agree, 1 when they do not (or on an error).
 """
 import argparse
@@ -77,10 +84,11 @@ def clauses(line):
 
 def make_short_corpus(bible, out):
     """Verse clauses: each verse cut after , ; : and the pieces paired in order when both
-    sides have as many; verses whose counts differ are dropped. Returns the four paths."""
+    sides have as many; verses whose counts differ are dropped. Returns the six paths
+    (train, valid, test; source then target)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for split in ("train", "valid"):
+    for split in ("train", "valid", "test"):
         english, spanish = read_lines(bible / f"{split}.en"), read_lines(bible / f"{split}.es")
         pairs = []
         for e, s in zip(english, spanish):
@@ -94,7 +102,7 @@ def make_short_corpus(bible, out):
         words = sum(len(p[0].split()) for p in pairs) / max(len(pairs), 1)
         say(f"short corpus, {split}: {len(pairs)} clause pairs from {len(english)} verses, "
             f"{words:.1f} English words a clause")
-    return paths["train_src"], paths["train_tgt"], paths["valid_src"], paths["valid_tgt"]
+    return tuple(paths[f"{split}_{side}"] for split in ("train", "valid", "test") for side in ("src", "tgt"))
 
 
 # --- the attn side -------------------------------------------------------------------------
@@ -173,25 +181,31 @@ class TorchSide:
                                                       ignore_index=PAD, label_smoothing=smoothing,
                                                       reduction=reduction)
 
-    def train(self, model, seed, steps, valid_every=0, on_step=None):
+    def train(self, model, seed, steps, valid_every=0, on_step=None, seconds=None):
         """attn-train's loop: its batches in its order, Adam(0.9, 0.98, 1e-9), equation (3).
-        Returns the training losses and [(step, validation perplexity)]."""
+        Returns the training losses and [(step, validation perplexity)]. With `seconds`, it
+        stops after the step that ends past that many seconds (validations included, as in
+        attn-train's --max-minutes) and validates then; self.target_tokens counts the target
+        tokens trained on (ids + eos)."""
         torch = self.torch
         batches = plan_batches([(len(s), len(t)) for s, t in self.train_pairs], self.args.batch_tokens, seed)
         optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(BETA1, 0.98), eps=1e-9)
         d_model = CONFIGS[self.args.config][0]
         losses, valid = [], []
         epoch, index, order = 0, 0, epoch_order(len(batches), seed, 0)
+        self.target_tokens, started = 0, time.perf_counter()
         model.train()
         for step in range(1, steps + 1):
             if index == len(batches):
                 epoch, index = epoch + 1, 0
                 order = epoch_order(len(batches), seed, epoch)
-            loss = self.loss(model, self.batch(self.train_pairs, batches[order[index]]), 0.1)
+            batch = self.batch(self.train_pairs, batches[order[index]])
+            self.target_tokens += int((batch[2] != PAD).sum())
+            loss = self.loss(model, batch, 0.1)
             index += 1
             loss.backward()
             for group in optimizer.param_groups:
-                group["lr"] = noam_rate(d_model, step, self.args.warmup)
+                group["lr"] = noam_rate(d_model, step, self.args.warmup) * getattr(self.args, "lr_scale", 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
@@ -199,6 +213,10 @@ class TorchSide:
                 valid.append((step, self.perplexity(model)))
             if on_step:
                 on_step(step, losses[-1], valid)
+            if seconds is not None and time.perf_counter() - started > seconds:
+                if not valid or valid[-1][0] != step:
+                    valid.append((step, self.perplexity(model)))
+                break
         return losses, valid
 
     def perplexity(self, model):
@@ -320,13 +338,82 @@ def check_curves(attn, side, args, report):
     report["curves"] = {"rows": rows, "seeds": curves, "attn_worse_at": parted}
 
 
+def translate_scores(args, checkpoint, vocab, files, work, name):
+    """attn-translate's beam search (beam 4, alpha 0.6) of the test set: its --scores JSON."""
+    scores = work / f"{name}-test.json"
+    command = [args.attn_train.parent / "attn-translate", "--checkpoint", checkpoint, "--vocab", vocab,
+               "--input", files[0], "--bleu", files[1], "--output", work / f"{name}-test.txt", "--scores", scores,
+               "--threads", args.threads, "--quiet"]
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"attn-translate failed (exit status {done.returncode}):\n  " + done.stderr.strip()[-2000:])
+    return json.loads(scores.read_text())
+
+
+def plot_curves(path, curves, title):
+    """Validation perplexity against steps, a line a side, as a PNG drawn by gnuplot."""
+    data = path.with_suffix(".dat")
+    with open(data, "w") as f:
+        for name, curve in curves.items():
+            f.write(f'"{name}"\n' + "".join(f"{step} {ppl}\n" for step, ppl in curve) + "\n\n")
+    script = (f'set terminal pngcairo size 800,500; set output "{path}"; set title "{title}"; '
+              'set xlabel "step"; set ylabel "validation perplexity"; set logscale y; set grid; '
+              'set key top right; '
+              f'plot for [i=0:{len(curves) - 1}] "{data}" index i with linespoints title columnheader(1)')
+    done = subprocess.run(["gnuplot", "-e", script], capture_output=True, text=True)
+    if done.returncode != 0:
+        say(f"no plot: gnuplot failed: {done.stderr.strip()[-500:]}")
+    data.unlink()
+
+
+def check_budget(attn, side, args, files, report):
+    """The issue's comparison: each side trains --budget-minutes from its own initialisation,
+    dropout 0.1, seed 1, validating every --valid-every steps; then attn-translate's beam search
+    of the test set scores both models (PyTorch's written as an attn checkpoint), so the search
+    is the same and only the training differs."""
+    say(f"\n=== 4. {args.budget_minutes:g} minutes a side, each from its own initialisation, dropout 0.1; "
+        "the test set translated by attn-translate (beam 4)")
+    test = (files[4], files[5])
+    run = attn.run("budget", "--seed", 1, "--dropout", 0.1, "--max-minutes", args.budget_minutes,
+                   "--max-steps", 10 ** 9, "--valid-every", args.valid_every, "--save-every", 10 ** 9, *attn.valid)
+    records = AttnTrain.metrics(run)
+    steps = [r for r in records if r.get("kind") == "train"]
+    mine = {"steps": steps[-1]["step"], "valid": [(r["step"], r["ppl"]) for r in records if r.get("kind") == "valid"],
+            "target_tokens_per_second": sum(r["tokens"] for r in steps) / steps[-1]["elapsed_s"]}
+    checkpoint = sorted(run.glob("checkpoint-*.safetensors"))[-1]
+    mine["test"] = translate_scores(args, checkpoint, attn.vocab, test, attn.work, "attn")
+
+    side.torch.manual_seed(1)
+    model = side.model(None, dropout=0.1)
+    started = time.perf_counter()
+    _, valid = side.train(model, 1, 10 ** 9, args.valid_every, seconds=args.budget_minutes * 60)
+    seconds = time.perf_counter() - started
+    theirs = {"steps": valid[-1][0], "valid": valid, "target_tokens_per_second": side.target_tokens / seconds}
+    from torch_reference import save_attn
+    written = attn.work / "torch-budget.safetensors"
+    save_attn(model, checkpoint, written)
+    theirs["test"] = translate_scores(args, written, attn.vocab, test, attn.work, "torch")
+
+    say("| | steps | target tok/s | valid perplexity | test BLEU beam 4 | chrF |")
+    say("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in (("attn", mine), (f"PyTorch {side.torch.__version__}", theirs)):
+        say(f"| {name} | {r['steps']:,} | {r['target_tokens_per_second']:,.0f} | {r['valid'][-1][1]:.1f} | "
+            f"{r['test']['bleu']:.1f} | {r['test']['chrf']:.1f} |")
+    if args.plot:
+        plot_curves(args.plot, {"attn": mine["valid"], f"PyTorch {side.torch.__version__}": theirs["valid"]},
+                    f"{args.budget_minutes:g} minutes a side, --config {args.config}, {Path(files[0]).name}")
+        say(f"curves: {args.plot}")
+    report["budget"] = {"attn": mine, "torch": theirs}
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", choices=["bible", "short"], default="bible",
                    help="data/bible's verses, or their clauses (default: bible)")
-    for name in ("src", "tgt", "valid-src", "valid-tgt"):
-        p.add_argument(f"--{name}", type=Path, help="instead of --corpus: the four files")
+    for name in ("src", "tgt", "valid-src", "valid-tgt", "test-src", "test-tgt"):
+        p.add_argument(f"--{name}", type=Path, help="instead of --corpus: the files (the test pair only for "
+                                                    "--budget-minutes)")
     p.add_argument("--config", choices=sorted(CONFIGS), default="small", help="model preset (default: small)")
     p.add_argument("--batch-tokens", type=int, default=1000, help="padded tokens a side in a batch (default: 1000)")
     p.add_argument("--warmup", type=int, default=800, help="warmup_steps of equation (3) (default: 800)")
@@ -342,6 +429,11 @@ def parse_args():
                    help="the curves' PyTorch weights: attn's initialisation for the seed, or PyTorch's own "
                         "(default: attn)")
     p.add_argument("--dropout", type=float, default=0.1, help="P_drop of the curves (default: 0.1)")
+    p.add_argument("--budget-minutes", type=float, default=0,
+                   help="then train each side this long from its own initialisation and translate the test "
+                        "set with both (default: 0, not done)")
+    p.add_argument("--plot", type=Path, help="with --budget-minutes: draw both validation curves into this PNG")
+    p.add_argument("--skip-checks", action="store_true", help="skip checks 1 and 2 (gradients, losses)")
     p.add_argument("--attn-train", type=Path, default=ROOT / "build" / "examples" / "attn-train",
                    help="the attn-train program (default: build/examples/attn-train)")
     p.add_argument("--work", type=Path, help="keep the runs here (default: a temporary directory)")
@@ -350,6 +442,12 @@ def parse_args():
     given = [getattr(args, n) for n in ("src", "tgt", "valid_src", "valid_tgt")]
     if any(given) and not all(given):
         p.error("give all of --src, --tgt, --valid-src and --valid-tgt, or none")
+    tests = [args.test_src, args.test_tgt]
+    if any(tests) and not all(tests):
+        p.error("give both --test-src and --test-tgt, or neither")
+    if args.budget_minutes > 0 and given[0] and not tests[0]:
+        p.error("--budget-minutes with --src needs --test-src and --test-tgt")
+    given += tests
     for path in given:
         if path is not None and not path.is_file():
             p.error(f"'{path}' does not exist or is not a file")
@@ -373,28 +471,32 @@ def main():
         work = (args.work or Path(temporary)).resolve()
         work.mkdir(parents=True, exist_ok=True)
         if args.src:
-            files = (args.src, args.tgt, args.valid_src, args.valid_tgt)
+            files = (args.src, args.tgt, args.valid_src, args.valid_tgt, args.test_src, args.test_tgt)
         else:
             bible = ROOT / "data" / "bible"
             if not (bible / "train.en").is_file():
                 fail(f"no {bible}/train.en: python3 examples/data/bible.py --out data/bible (or scripts/main.sh)")
-            files = (bible / "train.en", bible / "train.es", bible / "valid.en", bible / "valid.es")
+            files = tuple(bible / f"{split}.{language}" for split in ("train", "valid", "test") for language in ("en", "es"))
             if args.corpus == "short":
                 files = make_short_corpus(bible, work / "short")
-        files = tuple(Path(f).resolve() for f in files)
+        files = tuple(Path(f).resolve() if f else None for f in files)
         say(f"attn-train against PyTorch {torch.__version__}: --config {args.config}, --batch-tokens "
             f"{args.batch_tokens}, --warmup {args.warmup}, {args.threads} thread(s), data {files[0]}")
-        attn = AttnTrain(args, *files, work)
+        attn = AttnTrain(args, *files[:4], work)
         report = {"args": {k: str(v) for k, v in vars(args).items()}, "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         # The vocabulary comes from the first attn-train run; PyTorch reads it.
         initial = attn.run("init", "--seed", 1, "--dropout", 0, "--max-steps", 0)
         attn.vocab = initial / "vocab.model"
-        side = TorchSide(args, attn.vocab, *files)
-        gradients_ok = check_gradients(attn, side, initial, report)
-        losses_ok = check_losses(attn, side, initial, args, report)
+        side = TorchSide(args, attn.vocab, *files[:4])
+        gradients_ok = losses_ok = True
+        if not args.skip_checks:
+            gradients_ok = check_gradients(attn, side, initial, report)
+            losses_ok = check_losses(attn, side, initial, args, report)
         if args.curve_steps > 0:
             check_curves(attn, side, args, report)
+        if args.budget_minutes > 0:
+            check_budget(attn, side, args, files, report)
         if args.json:
             args.json.write_text(json.dumps(report, indent=1) + "\n")
     sys.exit(0 if gradients_ok and losses_ok else 1)

@@ -11,7 +11,8 @@ like_attn=True removes those three, so the model is attn's (same parameters, sam
 dropout falls only on embeddings and residuals (§5.4).
 
 attn_parameters, from_attn and load_attn map attn's checkpoint tensors onto a like_attn Model
-(bench/parity_vs_torch.py starts both sides from the same weights with them).
+(bench/parity_vs_torch.py starts both sides from the same weights with them); save_attn writes
+a like_attn Model back as an attn checkpoint (tests/train/safetensors_read.py on the path).
 
 The scripts' parent processes only read CONFIGS and need no torch: torch is imported when
 Model or anything else that needs it is first asked for (module __getattr__, PEP 562).
@@ -114,12 +115,26 @@ def _define():
                                      f"{tuple(parameter.shape)}")
                 parameter.copy_(value)
 
+    def save_attn(model, template, out):
+        """Writes the like_attn Model's weights as an attn checkpoint: a copy of `template`
+        (a checkpoint of the same configuration and vocabulary attn-train wrote) with every
+        "model." tensor replaced, so attn-translate reads the PyTorch-trained model."""
+        import safetensors_read
+        replacements = {}
+        for names, parameter, how in attn_parameters(model):
+            value = parameter.detach().float()
+            parts = value.split(value.shape[0] // len(names), 0) if len(names) > 1 else [value]
+            for name, part in zip(names, parts):
+                part = part.t() if how == "transpose" else part
+                replacements["model." + name] = part.contiguous().numpy().tobytes()
+        safetensors_read.rewrite(template, out, replacements)
+
     return {"torch": torch, "sinusoids": sinusoids, "Model": Model, "attn_parameters": attn_parameters,
-            "from_attn": from_attn, "load_attn": load_attn}
+            "from_attn": from_attn, "load_attn": load_attn, "save_attn": save_attn}
 
 
 def __getattr__(name):
-    if name in ("Model", "sinusoids", "attn_parameters", "from_attn", "load_attn"):
+    if name in ("Model", "sinusoids", "attn_parameters", "from_attn", "load_attn", "save_attn"):
         globals().update(_define())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,8 @@
 load(path) returns (metadata, tensors): the "__metadata__" strings, and for each tensor name
 (dtype, shape, raw little-endian bytes), in the order of the data in the file. The attn.checksum
 (docs/checkpoints.md) is verified when asked, since pure-Python FNV-1a is slow on large files.
+rewrite(path, out, replacements) copies a file attn wrote with some tensors' bytes replaced
+(bench/parity_vs_torch.py writes a PyTorch-trained model so for attn-translate).
 
     python3 tests/train/safetensors_read.py [--verify] FILE   # names, dtypes and shapes
 """
@@ -110,6 +112,32 @@ def load(path, verify_checksum=False, require_checksum=False):
 
     tensors = {name: (dtype, shape, data[begin:stop]) for begin, stop, name, dtype, shape in entries}
     return metadata, tensors
+
+
+def rewrite(path, out, replacements):
+    """A copy of the attn file `path` at `out` with the bytes of some tensors replaced
+    (replacements: {name: bytes}, each exactly as long as the tensor's) and attn.checksum
+    recomputed. The header is kept byte for byte: same names, dtypes, shapes and order."""
+    load(path, require_checksum=True)  # checks the structure
+    with open(path, "rb") as f:
+        contents = bytearray(f.read())
+    (header_size,) = struct.unpack("<Q", contents[:8])
+    header_bytes = bytes(contents[8:8 + header_size])
+    header = json.loads(header_bytes.decode("utf-8"))
+    start = 8 + header_size
+    for name, data in replacements.items():
+        if name not in header or name == "__metadata__":
+            raise FormatError(f"{path}: no tensor '{name}'")
+        begin, end = header[name]["data_offsets"]
+        if len(data) != end - begin:
+            raise FormatError(f"{path}: tensor '{name}' has {end - begin} bytes, the replacement {len(data)}")
+        contents[start + begin:start + end] = data
+    at = header_bytes.find(CHECKSUM_FIELD) + len(CHECKSUM_FIELD)
+    zeroed = header_bytes[:at] + b"0" * 16 + header_bytes[at + 16:]
+    checksum = f"{fnv1a64(bytes(contents[start:]), fnv1a64(zeroed)):016x}".encode()
+    contents[8 + at:8 + at + 16] = checksum
+    with open(out, "wb") as f:
+        f.write(contents)
 
 
 def main(argv):
