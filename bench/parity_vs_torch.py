@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Does attn-train learn what PyTorch learns, step for step? Same weights, same batches.
 
-Three checks, each starting both sides from the same initial weights: attn-train saves its
-initialisation (--max-steps 0), and the PyTorch model (bench/torch_reference.py, like_attn:
-attn's parameters, dropout on embeddings and residuals only) loads it.
+Four checks. The first three start both sides from the same initial weights: attn-train saves
+its initialisation (--max-steps 0), and the PyTorch model (bench/torch_reference.py, like_attn:
+attn's parameters, dropout on embeddings and residuals only) loads it. The fourth starts each
+side from its own.
 
 1. gradients: the first step's gradient of every parameter, in float, at the real sizes and
    thread count. attn's comes from its checkpoint after one step: Adam's first moment after
@@ -20,7 +21,8 @@ attn's parameters, dropout on embeddings and residuals only) loads it.
    more within a few steps.
 3. curves (--curve-steps N): dropout on (--dropout), --seeds seeds a side, each seed its own
    initialisation (both sides start from attn's for that seed; --torch-init own: PyTorch's
-   from its own), batches and dropout masks (PyTorch draws its own); the validation
+   from its own; attn-qkv-half, attn-ffn-bias: issue 14's ablations, from attn's with W^Q, W^K,
+   W^V of both attentions scaled by sqrt(1/2), or with nn.Linear's FFN biases), batches and dropout masks (PyTorch draws its own); the validation
    perplexity every --valid-every steps. Reported:
    each side's range over the seeds at every validation, and where the ranges part.
 4. budget (--budget-minutes M): issue 14's comparison. Each side trains M minutes (wall
@@ -48,6 +50,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -170,6 +173,24 @@ class TorchSide:
         if initial is not None:
             load_attn(model, read_checkpoint(initial, "model."))
         return model
+
+    def alter_initialisation(self, model, how):
+        """The ablations of issue 14 on attn's initial weights: "attn-qkv-half" halves the
+        variance of every W^Q, W^K, W^V (with attn-train before commit 57dcf68, which drew each
+        as a [d_model, d_model] matrix, that is what nn.MultiheadAttention's fused in_proj
+        draws; attn now draws them as tensor2tensor does, already halved in self-attention);
+        "attn-ffn-bias" gives the FFN biases nn.Linear's uniform values; "attn" changes nothing."""
+        torch = self.torch
+        with torch.no_grad():
+            for layer in list(model.core.encoder.layers) + list(model.core.decoder.layers):
+                if how == "attn-qkv-half":
+                    for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
+                        if attention is not None:
+                            attention.in_proj_weight.mul_(0.5 ** 0.5)
+                if how == "attn-ffn-bias":
+                    for linear in (layer.linear1, layer.linear2):
+                        bound = 1 / math.sqrt(linear.in_features)
+                        linear.bias.uniform_(-bound, bound)
 
     def batch(self, examples, indices):
         return make_batch(self.torch, examples, indices)[:3]
@@ -304,8 +325,8 @@ def check_losses(attn, side, initial, args, report):
 
 def check_curves(attn, side, args, report):
     say(f"\n=== 3. validation perplexity with dropout {args.dropout}, {args.seeds} seeds a side, "
-        f"{args.curve_steps} steps, PyTorch from " + ("attn's initial weights" if args.torch_init == "attn"
-                                                      else "its own initialisation"))
+        f"{args.curve_steps} steps, PyTorch from " + ("its own initialisation" if args.torch_init == "own"
+                                                      else f"attn's initial weights ({args.torch_init})"))
     curves = {"attn": {}, "torch": {}}
     for seed in range(1, args.seeds + 1):
         run = attn.run(f"curve-seed{seed}", "--seed", seed, "--dropout", args.dropout, "--max-steps",
@@ -313,9 +334,10 @@ def check_curves(attn, side, args, report):
                        *attn.valid)
         curves["attn"][seed] = [(r["step"], r["ppl"]) for r in AttnTrain.metrics(run) if r.get("kind") == "valid"]
         side.torch.manual_seed(seed)
-        if args.torch_init == "attn":
+        if args.torch_init != "own":
             initial = attn.run(f"init-seed{seed}", "--seed", seed, "--max-steps", 0)
             model = side.model(initial / "checkpoint-00000000.safetensors", dropout=args.dropout)
+            side.alter_initialisation(model, args.torch_init)
         else:
             model = side.model(None, dropout=args.dropout)
         started = time.perf_counter()
@@ -425,9 +447,9 @@ def parse_args():
     p.add_argument("--curve-steps", type=int, default=0, help="steps of each validation curve (default: 0, none)")
     p.add_argument("--valid-every", type=int, default=250, help="steps between validations (default: 250)")
     p.add_argument("--seeds", type=int, default=3, help="seeds a side for the curves (default: 3)")
-    p.add_argument("--torch-init", choices=["attn", "own"], default="attn",
-                   help="the curves' PyTorch weights: attn's initialisation for the seed, or PyTorch's own "
-                        "(default: attn)")
+    p.add_argument("--torch-init", choices=["attn", "own", "attn-qkv-half", "attn-ffn-bias"], default="attn",
+                   help="the curves' PyTorch weights: attn's initialisation for the seed, PyTorch's own, or "
+                        "attn's with one of issue 14's ablations (default: attn)")
     p.add_argument("--dropout", type=float, default=0.1, help="P_drop of the curves (default: 0.1)")
     p.add_argument("--budget-minutes", type=float, default=0,
                    help="then train each side this long from its own initialisation and translate the test "
@@ -454,6 +476,10 @@ def parse_args():
     for name in ("batch_tokens", "warmup", "threads", "steps", "valid_every", "seeds", "max_length"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.plot and args.budget_minutes <= 0:
+        p.error("--plot draws the --budget-minutes runs: give --budget-minutes too")
+    if args.plot and not shutil.which("gnuplot"):
+        p.error("--plot needs gnuplot (apt-get install gnuplot-nox)")
     if not (args.attn_train.is_file() and os.access(args.attn_train, os.X_OK)):
         p.error(f"no attn-train at '{args.attn_train}': meson compile -C build attn-train, or pass --attn-train")
     return args

@@ -127,6 +127,16 @@ def _define():
             for name, part in zip(names, parts):
                 part = part.t() if how == "transpose" else part
                 replacements["model." + name] = part.contiguous().numpy().tobytes()
+        _, stored = safetensors_read.load(template)
+        expected = {name for name in stored if name.startswith("model.")}
+        if expected != set(replacements):
+            raise ValueError(f"{template}: its model tensors and the PyTorch model's differ: "
+                             f"{sorted(expected ^ set(replacements))}")
+        for name, data in replacements.items():
+            dtype, shape, _ = stored[name]
+            size = 4 * math.prod(shape)
+            if dtype != "F32" or size != len(data):
+                raise ValueError(f"{template}: '{name}' is {dtype} {shape}, the PyTorch model's is {len(data)} bytes of F32")
         safetensors_read.rewrite(template, out, replacements)
 
     return {"torch": torch, "sinusoids": sinusoids, "Model": Model, "attn_parameters": attn_parameters,

@@ -85,15 +85,16 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   auto* search = "Search";
   auto* beam =
       app.add_option("--beam", o.beam, "beam size")->capture_default_str()->check(CLI::Range(1, 1000))->group(search);
-  app.add_flag("--greedy", o.greedy, "greedy search instead of beam search")->excludes(beam)->group(search);
+  auto* greedy = app.add_flag("--greedy", o.greedy, "greedy search instead of beam search")->excludes(beam)->group(search);
   app.add_option("--alpha", o.alpha, "length penalty alpha: scores are log P / ((5 + |Y|) / 6)^alpha")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0))
       ->group(search);
-  app.add_option("--max-len-offset", o.max_length_offset, "at most input length + this many tokens")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 100000))
-      ->group(search);
+  auto* offset = app.add_option("--max-len-offset", o.max_length_offset, "at most input length + this many tokens")
+                     ->capture_default_str()
+                     ->check(CLI::Range(0, 100000))
+                     ->group(search);
+  for (auto* option : {beam, greedy, offset}) score->excludes(option);  // --score searches nothing
   app.add_option("--nbest", o.nbest, "write the K best as --with-scores writes translations")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000))

@@ -41,8 +41,8 @@ std::string text_of(const job& j, std::span<const decode::token> tokens);
 
 /// The best translation of each line, in input order, to --output (written whole, then renamed
 /// into place) or standard output. With --nbest K > 1, --with-scores or --score, a line for each
-/// hypothesis: "i ||| text ||| score ||| log-prob ||| log-prob per token" (`best` gives the
-/// text of each line's first).
+/// hypothesis: "i ||| text ||| score ||| log-prob ||| log-prob per token" (`best` gives what
+/// to write of each line's first: its text, its pieces, or --score's line).
 void write_translations(const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
                         const std::vector<std::string>& best);
 

@@ -178,10 +178,14 @@ int translate(job& j) {
   }
   const double seconds = progress.finish();
 
-  std::vector<std::string> best(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i)
-    best[i] = targets.empty() ? text_of(j, results[i].front().tokens) : j.targets[i];
-  write_translations(j, results, best);
+  // The text of each best translation (what BLEU, chrF and the samples read), and what the
+  // output lines say of it: the same, its pieces (--pieces), or --score's line as given.
+  std::vector<std::string> best(sources.size()), written(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    best[i] = j.vocabulary.decode(results[i].front().tokens);
+    written[i] = targets.empty() ? text_of(j, results[i].front().tokens) : j.targets[i];
+  }
+  write_translations(j, results, written);
 
   nlohmann::json scores = {
       {"model", j.model_name},
@@ -204,6 +208,7 @@ int translate(job& j) {
   scores["log_prob_per_token"] = per_token;
   if (!targets.empty()) {
     scores["search"] = "none (--score)";
+    scores["beam"] = nullptr;
     scores["perplexity"] = std::exp(-per_token);
     std::fprintf(stderr, "scored %zu sentences, %zu subwords with their end symbols: log-probability %.4f, %.4f a "
                  "subword, perplexity %.4f\n", sources.size(), progress.tokens(), log_prob, per_token,

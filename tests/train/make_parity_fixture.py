@@ -17,7 +17,6 @@ python3-torch and python3-sentencepiece).
 
 import argparse
 import json
-import platform
 import shutil
 import sys
 import tempfile
@@ -54,7 +53,7 @@ def main():
             "made_by": "tests/train/make_parity_fixture.py",
             "date": time.strftime("%Y-%m-%d"),
             "torch": {"version": side.torch.__version__, "threads": args.threads,
-                      "machine": f"{platform.machine()}, {platform.processor() or 'unknown CPU'}",
+                      "machine": parity_test.machine.describe(),
                       "seconds": round(time.perf_counter() - started, 1),
                       "losses": losses, "valid_ppl": valid[-1][1]},
             "training": parity_test.TRAINING + ["--max-steps", str(parity_test.STEPS)],

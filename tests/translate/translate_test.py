@@ -182,6 +182,11 @@ class Translation(unittest.TestCase):
                 self.assertAlmostEqual(b[4], b[3] / (len(b[1].split()) + 1), delta=1e-6)
                 length_penalty = ((5 + len(b[1].split()) + 1) / 6) ** 0.6
                 self.assertAlmostEqual(b[2], b[3] / length_penalty, delta=1e-5)
+        # BLEU and chrF read the text, whatever the output lines say.
+        text_scores, _, _ = score(MODEL_DIR, WORK / "toy", "greedy-text", "--greedy")
+        piece_scores, piece_lines, _ = score(MODEL_DIR, WORK / "toy", "greedy-pieces", "--greedy", "--pieces")
+        self.assertEqual((piece_scores["bleu"], piece_scores["chrf"]), (text_scores["bleu"], text_scores["chrf"]))
+        self.assertIn("\u2581", piece_lines[0])
         # The text is what a user reads; its pieces are what the model wrote, and --pieces keeps them.
         text = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--greedy").stdout.splitlines()
         self.assertEqual(text, [" ".join(p.replace("\u2581", " ").split()) for p in
@@ -235,8 +240,9 @@ class Errors(unittest.TestCase):
     def test_scoring_refuses_what_it_cannot_score(self):
         done = translate("--run", MODEL_DIR, "--score", toy("valid.tgt"), "--bleu", toy("valid.tgt"), expect=2)
         self.assertIn("excludes", done.stderr)
-        done = translate("--run", MODEL_DIR, "--score", toy("valid.tgt"), "--nbest", 2, expect=2)
-        self.assertIn("excludes", done.stderr)
+        for search in (["--nbest", 2], ["--greedy"], ["--beam", 2], ["--max-len-offset", 9]):
+            done = translate("--run", MODEL_DIR, "--score", toy("valid.tgt"), *search, expect=2)
+            self.assertIn("excludes", done.stderr)
         two = self.write("two.src", "a b\nc d\n")
         three = self.write("three.tgt", "x\ny\nz\n")
         done = translate("--run", MODEL_DIR, "--input", two, "--score", three, expect=1)

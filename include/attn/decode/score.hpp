@@ -25,7 +25,8 @@ std::vector<hypothesis> score_targets(Scorer& scorer, std::span<const std::vecto
   for (std::size_t s = 0; s < targets.size(); ++s) {
     for (const token t : targets[s])
       if (t < 0 || t >= token(vocabulary) || !options.may_output(t) || t == options.eos)
-        throw std::invalid_argument("target sentence " + std::to_string(s + 1) + " holds token " + std::to_string(t) +
+        throw std::invalid_argument("attn::decode::score_targets: target sentence " + std::to_string(s + 1) +
+                                    " (of this batch) holds token " + std::to_string(t) +
                                     ", which no search outputs (vocabulary of " + std::to_string(vocabulary) + ")");
     results[s].tokens = targets[s];
   }

@@ -55,8 +55,9 @@ struct multi_head_attention {
   /// ("qkv_transform"); encoder-decoder attention Q alone ("q_transform") and K, V together
   /// ("kv_transform", [d_model, h·d_k + h·d_v]). With h·d_k = h·d_v = d_model, self-attention's
   /// W^Q, W^K, W^V then have variance 1 / (2·d_model), half that of a [d_model, d_model] matrix
-  /// drawn alone (PyTorch's nn.MultiheadAttention fuses all three in both attentions, so
-  /// the same). Drawn alone, the model trains measurably slower (docs/model.md).
+  /// drawn alone, as in PyTorch's nn.MultiheadAttention (which fuses all three in both kinds of
+  /// attention). attn drew them alone until issue 14, and trained slower than PyTorch for it
+  /// (docs/model.md has the measurements).
   static index_t fused_width(attention_kind k, bool is_query) {
     const index_t queries = C::query_width::extent, values = C::value_width::extent;
     if (k != attention_kind::encoder_decoder) return 2 * queries + values;

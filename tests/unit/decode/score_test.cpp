@@ -109,7 +109,7 @@ TEST_CASE("decode: a target token no search outputs is refused, naming its sente
     CAPTURE(bad);
     decode::kv_cache_decoder<double, test::micro> scorer(model, sources, eos);
     const std::vector<std::vector<token>> wrong{{4}, {5, bad}, {6}, {7}};
-    const std::string expected = "target sentence 2 holds token " + std::to_string(bad);
+    const std::string expected = "target sentence 2 (of this batch) holds token " + std::to_string(bad);
     CHECK_THROWS_WITH_AS(decode::score_targets(scorer, wrong, options(1)), doctest::Contains(expected.c_str()),
                          std::invalid_argument);
   }
