@@ -7,6 +7,8 @@
 #include "core/error.hpp"
 #include "core/extents.hpp"
 #include "core/meta.hpp"
+#include "core/primitives.hpp"
 #include "core/random.hpp"
 #include "core/shape.hpp"
 #include "core/tensor.hpp"
+#include "core/transfer.hpp"

@@ -7,5 +7,5 @@
 #include "cpu/evaluate.hpp"
 #include "cpu/lowering.hpp"
 #include "cpu/reduce.hpp"
-#include "cpu/rows.hpp"
+#include "cpu/primitives.hpp"
 #include "cpu/threads.hpp"

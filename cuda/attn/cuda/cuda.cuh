@@ -11,3 +11,4 @@
 #include "reduce.cuh"
 #include "contract.cuh"
 #include "assign.cuh"
+#include "primitives.cuh"

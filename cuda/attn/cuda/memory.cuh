@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <source_location>
 #include <stdexcept>
@@ -79,6 +80,64 @@ inline int multiprocessor_count() {
 }
 
 namespace detail {
+/// Whether the current device has stream-ordered memory pools (every GPU of CUDA 12's
+/// drivers does, unless the driver turned them off).
+inline bool pools_supported() {
+  thread_local int answer = -1;
+  if (answer < 0) {
+    int device = 0, supported = 0;
+    answer = cudaGetDevice(&device) == cudaSuccess &&
+             cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
+             supported != 0;
+  }
+  return answer == 1;
+}
+}  // namespace detail
+
+/// The current device's default memory pool, set (once) to keep the memory freed into it
+/// rather than return it to the driver at each synchronisation: the caching allocator. Null
+/// without pool support.
+inline cudaMemPool_t device_pool() {
+  if (!detail::pools_supported()) return nullptr;
+  int device = 0;
+  ATTN_CUDA_CHECK(cudaGetDevice(&device));
+  cudaMemPool_t pool = nullptr;
+  ATTN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  thread_local std::vector<bool> configured;
+  if (std::size_t(device) >= configured.size()) configured.resize(std::size_t(device) + 1, false);
+  if (!configured[std::size_t(device)]) {
+    std::uint64_t keep_all = ~std::uint64_t{0};
+    ATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    configured[std::size_t(device)] = true;
+  }
+  return pool;
+}
+
+/// What the pool holds: `reserved` bytes taken from the driver (growing only when a request
+/// finds nothing free: the count the steady-state tests watch), `used` by live allocations, and
+/// the peaks of both since the last reset_memory_peaks().
+struct memory_statistics {
+  std::uint64_t reserved = 0, reserved_peak = 0, used = 0, used_peak = 0;
+};
+inline memory_statistics memory_stats() {
+  memory_statistics s;
+  cudaMemPool_t pool = device_pool();
+  if (pool == nullptr) return s;
+  ATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &s.reserved));
+  ATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &s.reserved_peak));
+  ATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &s.used));
+  ATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &s.used_peak));
+  return s;
+}
+inline void reset_memory_peaks() {
+  cudaMemPool_t pool = device_pool();
+  if (pool == nullptr) return;
+  std::uint64_t zero = 0;
+  ATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+  ATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
+namespace detail {
 /// Frees scratch memory after the work enqueued before it, not before: stream-ordered when it
 /// came from the pool, else after waiting for the stream (cudaFree alone only "may" wait).
 struct scratch_deleter {
@@ -99,16 +158,15 @@ struct scratch_deleter {
 using scratch_ptr = std::unique_ptr<void, detail::scratch_deleter>;
 
 /// Uninitialised device memory from the stream-ordered pool (cudaMallocAsync): allocating and
-/// freeing temporaries between kernels then costs no device synchronisation. Falls back to
-/// cudaMalloc on devices without memory pools.
+/// freeing temporaries between kernels then costs no device synchronisation, and reuses what
+/// was freed (device_pool). Falls back to cudaMalloc on devices without memory pools.
 inline scratch_ptr allocate_scratch(std::size_t bytes) {
   if (bytes == 0) return scratch_ptr(nullptr, {});
   void* p = nullptr;
-  const cudaError_t status = cudaMallocAsync(&p, bytes, stream());
-  if (status == cudaSuccess) return scratch_ptr(p, {true});
-  if (status != cudaErrorNotSupported)
-    check(status, "cudaMallocAsync(" + std::to_string(bytes) + " bytes)");
-  (void)cudaGetLastError();
+  if (device_pool() != nullptr) {
+    check(cudaMallocAsync(&p, bytes, stream()), "cudaMallocAsync(" + std::to_string(bytes) + " bytes)");
+    return scratch_ptr(p, {true});
+  }
   check(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
   return scratch_ptr(p, {false});
 }
@@ -131,7 +189,10 @@ class workspace {
 
 namespace attn {
 
-/// Memory on the current CUDA device, for attn::tensor<T, S, cuda>.
+/// Memory on the current CUDA device, for attn::tensor<T, S, cuda>: stream-ordered
+/// (cudaMallocAsync, cudaFreeAsync on attn's stream) from the device's default memory pool,
+/// which keeps what is freed for the next allocation (cuda_backend::device_pool), so that a
+/// training step that allocates what the last one freed asks the driver for nothing.
 template <>
 struct memory<cuda> {
   /// What cudaMalloc guarantees; more than any vector load needs.
@@ -140,30 +201,48 @@ struct memory<cuda> {
   /// Zero-filled device memory, as memory<cpu> gives zero-filled host memory. Never returns
   /// null for a non-zero size; throws cuda_error (a std::runtime_error) when out of memory.
   static void* allocate(std::size_t bytes) {
-    if (bytes == 0) return nullptr;
-    void* p = nullptr;
-    cuda_backend::check(cudaMalloc(&p, bytes),
-                        "cudaMalloc(" + std::to_string(bytes) + " bytes)");
-    const cudaError_t status = cudaMemsetAsync(p, 0, bytes, cuda_backend::stream());
-    if (status != cudaSuccess) {
-      (void)cudaFree(p);
-      cuda_backend::check(status, "cudaMemsetAsync");
+    void* p = allocate_uninitialized(bytes);
+    if (p != nullptr) {
+      const cudaError_t status = cudaMemsetAsync(p, 0, bytes, cuda_backend::stream());
+      if (status != cudaSuccess) {
+        deallocate(p);
+        cuda_backend::check(status, "cudaMemsetAsync");
+      }
     }
     return p;
   }
-  /// Waits for attn's stream first, so that a tensor may be destroyed right after enqueuing a
-  /// kernel that reads it (cudaFree itself only "may" synchronise). Errors are dropped: a
-  /// destructor cannot report them, and at exit the runtime may already be unloading.
+  static void* allocate_uninitialized(std::size_t bytes) {
+    return cuda_backend::allocate_scratch(bytes).release();
+  }
+  /// Stream-ordered: the memory is reused only by work enqueued after the work that reads it.
+  /// Errors are dropped: a destructor cannot report them, and at exit the runtime may already
+  /// be unloading.
   static void deallocate(void* p) noexcept {
     if (p == nullptr) return;
-    (void)cudaStreamSynchronize(cuda_backend::stream());
-    (void)cudaFree(p);
+    if (cuda_backend::detail::pools_supported()) {
+      (void)cudaFreeAsync(p, cuda_backend::stream());
+    } else {
+      (void)cudaStreamSynchronize(cuda_backend::stream());
+      (void)cudaFree(p);
+    }
   }
   /// Device to device, ordered after the kernels already enqueued.
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0 || dst == src) return;
     ATTN_CUDA_CHECK(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_backend::stream()));
+  }
+  /// Host to device; returns when the host memory may be reused.
+  static void copy_from_host(void* dst, const void* host, std::size_t bytes) {
+    if (bytes == 0) return;
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cuda_backend::stream()));
+    cuda_backend::synchronize();
+  }
+  /// Device to host, after the work that writes the elements.
+  static void copy_to_host(void* host, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, cuda_backend::stream()));
+    cuda_backend::synchronize();
   }
 };
 

@@ -139,6 +139,9 @@ struct memory<cpu> {
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes != 0) std::memcpy(dst, src, bytes);
   }
+  /// Between host memory and this device's: for the CPU, the same copy.
+  static void copy_from_host(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
+  static void copy_to_host(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
 
   /// Returns the blocks kept for reuse to the system.
   static void release_cached() { detail::host_block_cache::instance().release(); }

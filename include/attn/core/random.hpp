@@ -26,7 +26,7 @@ class random_stream {
   }
 
   /// 64 random bits for counter n: SplitMix64's finaliser over the seeded counter.
-  std::uint64_t bits(std::uint64_t n) const noexcept {
+  ATTN_HOST_DEVICE std::uint64_t bits(std::uint64_t n) const noexcept {
     std::uint64_t z = seed_ * 0x9e3779b97f4a7c15ULL + n + 0x632be59bd9b4e019ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -34,7 +34,7 @@ class random_stream {
   }
 
   /// Uniform in [0, 1) with 53 random bits.
-  double uniform(std::uint64_t n) const noexcept {
+  ATTN_HOST_DEVICE double uniform(std::uint64_t n) const noexcept {
     return static_cast<double>(bits(n) >> 11) * 0x1.0p-53;
   }
 

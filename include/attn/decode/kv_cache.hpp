@@ -17,10 +17,11 @@
 
 namespace attn::decode {
 
-/// A next_token_scorer over a Transformer that keeps every layer's keys and values.
-template <class T, class C>
+/// A next_token_scorer over a Transformer that keeps every layer's keys and values on the
+/// model's device; only token ids go there and log-probabilities come back.
+template <class T, class C, class Device = cpu>
 class kv_cache_decoder {
-  using attention = nn::multi_head_attention<T, C>;
+  using attention = nn::multi_head_attention<T, C, Device>;
   using keys_type = typename attention::template key_heads<nn::batch>;
   using values_type = typename attention::template value_heads<nn::batch>;
   using key_tensor = typename keys_type::tensor_type;
@@ -29,12 +30,12 @@ class kv_cache_decoder {
  public:
   /// Encodes `sources` (token ids without the end symbol, which is added) once. `ctx` may carry
   /// an attention record; it never carries a tape.
-  kv_cache_decoder(const nn::transformer<T, C>& model, std::span<const std::vector<token>> sources, token eos,
+  kv_cache_decoder(const nn::transformer<T, C, Device>& model, std::span<const std::vector<token>> sources, token eos,
                    nn::context ctx = nn::inference())
       : model_(model), ctx_(ctx), rows_(index_t(sources.size())), memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
     ctx_.tape = nullptr;
     ctx_.dropout = nullptr;
-    const auto source = source_batch(sources, model.pad(), eos);
+    const auto source = to_device<Device>(source_batch(sources, model.pad(), eos));
     memory_mask_ = nn::padding_mask<T, nn::tgt>(source, 1, model.pad());
     const auto memory = model.encode(ctx_, source);
     for (index_t row = 0; row < rows_; ++row) source_of_.push_back(row);
@@ -46,7 +47,7 @@ class kv_cache_decoder {
   }
 
   /// The decoder keeps a reference to the model: a temporary one would not outlive it.
-  kv_cache_decoder(nn::transformer<T, C>&&, std::span<const std::vector<token>>, token,
+  kv_cache_decoder(nn::transformer<T, C, Device>&&, std::span<const std::vector<token>>, token,
                    nn::context = nn::inference()) = delete;
 
   index_t vocabulary_size() const { return model_.vocabulary_size(); }
@@ -59,12 +60,13 @@ class kv_cache_decoder {
     if (index_t(last.size()) != rows_)
       throw std::invalid_argument("attn::decode::kv_cache_decoder::score: " + std::to_string(last.size()) +
                                   " tokens for " + std::to_string(rows_) + " rows; one token a row is needed");
-    tensor<nn::token, shape<nn::batch, nn::tgt>> ids(rows_, 1);
-    std::copy(last.begin(), last.end(), ids.data());
+    ids_ = tensor<nn::token, shape<nn::batch, nn::tgt>, Device>(rows_, 1);
+    copy_from_host<Device>(ids_.data(), last);
     reserve(step_ + 1);
-    const tensor<T, shape<nn::batch, nn::tgt, nn::keys>> no_mask(rows_, 1, step_ + 1);  // the prefix is all visible
+    const tensor<T, shape<nn::batch, nn::tgt, nn::keys>, Device> no_mask(rows_, 1,
+                                                                         step_ + 1);  // the prefix is all visible
 
-    auto x = model_.embedding_layers().target(ctx_, ids, step_);
+    auto x = model_.embedding_layers().target(ctx_, ids_, step_);
     const auto& stack = model_.decoder_stack();
     for (std::size_t i = 0; i < stack.layers.size(); ++i) {
       const auto& layer = stack.layers[i];
@@ -138,11 +140,12 @@ class kv_cache_decoder {
     if (positions <= capacity) return;
     const index_t heads = attention::heads::extent;
     const index_t depth = cache.size() == 0 ? 0 : cache.size() / (rows_ * heads * capacity);
-    Tensor grown(extents<typename Tensor::shape_type>(rows_, std::max<index_t>(positions, 2 * capacity)), uninitialized);
+    Tensor grown(extents<typename Tensor::shape_type>(rows_, std::max<index_t>(positions, 2 * capacity)),
+                 uninitialized);
     const index_t new_capacity = grown.template extent<nn::keys>();
     if (capacity > 0)
-      cpu_backend::copy_blocks(grown.data(), new_capacity * depth, cache.data(), capacity * depth, step_ * depth,
-                               rows_ * heads);
+      primitives<Device>::copy_blocks(grown.data(), new_capacity * depth, cache.data(), capacity * depth, step_ * depth,
+                                      rows_ * heads);
     cache = std::move(grown);
   }
   /// Writes the new position's [rows, heads, 1, depth] into the cache at position step_.
@@ -150,8 +153,8 @@ class kv_cache_decoder {
   void append(Tensor& cache, const New& position) const {
     const index_t capacity = cache.template extent<nn::keys>();
     const index_t depth = position.size() / (rows_ * attention::heads::extent);
-    cpu_backend::copy_blocks(cache.data() + step_ * depth, capacity * depth, position.data(), depth, depth,
-                             rows_ * attention::heads::extent);
+    primitives<Device>::copy_blocks(cache.data() + step_ * depth, capacity * depth, position.data(), depth, depth,
+                                    rows_ * attention::heads::extent);
   }
   /// new row i = old row rows[i] of a self-attention cache, its filled positions only, written
   /// into `spare` (allocated when its extents differ), which then becomes the cache.
@@ -165,8 +168,8 @@ class kv_cache_decoder {
     const index_t row_size = rows_ == 0 ? 0 : cache.size() / rows_;
     const index_t depth = capacity == 0 ? 0 : row_size / (heads * capacity);
     for (index_t i = 0; i < kept; ++i)
-      cpu_backend::copy_blocks(spare.data() + i * row_size, capacity * depth, cache.data() + rows[i] * row_size,
-                               capacity * depth, step_ * depth, heads);
+      primitives<Device>::copy_blocks(spare.data() + i * row_size, capacity * depth, cache.data() + rows[i] * row_size,
+                                      capacity * depth, step_ * depth, heads);
     std::swap(cache, spare);
   }
   /// Positions 0 … step_ of a cache.
@@ -175,12 +178,13 @@ class kv_cache_decoder {
     return Variable(slice<nn::keys>(cache, 0, step_ + 1));
   }
 
-  const nn::transformer<T, C>& model_;
+  const nn::transformer<T, C, Device>& model_;
   nn::context ctx_;
   index_t rows_;
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
-  tensor<T, shape<nn::batch, nn::tgt, nn::keys>> memory_mask_;
+  tensor<T, shape<nn::batch, nn::tgt, nn::keys>, Device> memory_mask_;
+  tensor<nn::token, shape<nn::batch, nn::tgt>, Device> ids_{index_t{0}, index_t{1}};  // this step's tokens
   std::vector<layer_cache> layers_;
 };
 

@@ -6,7 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "../cpu/rows.hpp"
+#include "../core/primitives.hpp"
+#include "../core/transfer.hpp"
 #include "../expr.hpp"
 #include "../nn/dims.hpp"
 #include "search.hpp"
@@ -28,24 +29,25 @@ inline tensor<nn::token, shape<nn::batch, nn::src>> source_batch(std::span<const
 }
 
 /// The rows of x [rows, ...] that go on, in their new order: row i of the result is rows[i] of x.
-template <class T, class B, class... Rest>
-tensor<T, shape<B, Rest...>> keep_rows(const tensor<T, shape<B, Rest...>>& x, std::span<const index_t> rows) {
+template <class T, class B, class... Rest, class Device>
+tensor<T, shape<B, Rest...>, Device> keep_rows(const tensor<T, shape<B, Rest...>, Device>& x,
+                                               std::span<const index_t> rows) {
   auto sizes = x.extents().sizes();
   const index_t old_rows = sizes[0];
   const index_t width = old_rows == 0 ? 0 : x.size() / old_rows;
   sizes[0] = index_t(rows.size());
-  tensor<T, shape<B, Rest...>> kept(extents<shape<B, Rest...>>::from_array(sizes), uninitialized);
-  cpu_backend::select_rows(kept.data(), x.data(), old_rows, width, rows.data(), index_t(rows.size()));
+  tensor<T, shape<B, Rest...>, Device> kept(extents<shape<B, Rest...>>::from_array(sizes), uninitialized);
+  primitives<Device>::select_rows(kept.data(), x.data(), old_rows, width, rows.data(), index_t(rows.size()));
   return kept;
 }
 
 /// log softmax over the vocabulary of logits [rows, 1, vocab], written row after row to `out`.
-template <class T, class L>
-void next_token_log_probs(const tensor<T, shape<nn::batch, L, nn::vocab>>& logits, std::vector<float>& out) {
+template <class T, class L, class Device>
+void next_token_log_probs(const tensor<T, shape<nn::batch, L, nn::vocab>, Device>& logits, std::vector<float>& out) {
   const auto row_max = eval(max<nn::vocab>(logits));
   const auto shifted = eval(logits - broadcast_like(row_max, logits));
   const auto log_sum = eval(log(sum<nn::vocab>(exp(shifted))));
-  const auto log_probs = eval(shifted - broadcast_like(log_sum, shifted));
+  const auto log_probs = to_host(eval(shifted - broadcast_like(log_sum, shifted)));
   out.assign(log_probs.data(), log_probs.data() + log_probs.size());
 }
 

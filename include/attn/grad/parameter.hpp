@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/primitives.hpp"
 #include "variable.hpp"
 
 namespace attn::grad {
@@ -24,7 +25,8 @@ class parameter : public variable<T, S, Device> {
       : parameter(attn::extents<S>{}) {}
 };
 
-/// One parameter seen as flat arrays: what optimizers, gradient all-reduce and checkpoints need.
+/// One parameter seen as flat arrays (in the memory of the list's device): what optimizers,
+/// gradient all-reduce and checkpoints need.
 template <element T>
 struct parameter_ref {
   std::string name;   // "encoder.layer.0.self_attention.query.weight"
@@ -35,21 +37,23 @@ struct parameter_ref {
   index_t size;
 };
 
-template <element T, shape_type S>
-parameter_ref<T> make_ref(std::string name, parameter<T, S>& p) {
+template <element T, shape_type S, device Device>
+parameter_ref<T> make_ref(std::string name, parameter<T, S, Device>& p) {
   const auto& sizes = p.extents().sizes();
   return {std::move(name), p.extents().to_string(), std::vector<index_t>(sizes.begin(), sizes.end()),
           p.value().data(), p.grad().data(), p.value().size()};
 }
 
-/// The parameters of a module, in a fixed order, with dotted names.
-template <element T>
+/// The parameters of a module on Device, in a fixed order, with dotted names.
+template <element T, device Device = cpu>
 class parameter_list {
  public:
   explicit parameter_list(std::string prefix = "") : prefix_(std::move(prefix)) {}
 
+  using device_type = Device;
+
   template <shape_type S>
-  void add(const std::string& name, parameter<T, S>& p) {
+  void add(const std::string& name, parameter<T, S, Device>& p) {
     refs_.push_back(make_ref(prefix_ + name, p));
   }
 
@@ -75,7 +79,7 @@ class parameter_list {
   }
 
   void zero_grad() {
-    for (auto& r : refs_) std::fill(r.grad, r.grad + r.size, T{0});
+    for (auto& r : refs_) primitives<Device>::fill(r.grad, r.size, T{0});
   }
 
  private:

@@ -76,7 +76,7 @@ class variable {
   void zero_grad() const {
     state& s = *state_;
     if (!s.grad) s.grad.emplace(extents());
-    else s.grad->view() = fill(extents(), T{0});
+    else s.grad->view() = fill<T, Device>(extents(), T{0});
     s.has_grad = true;
   }
 

@@ -15,31 +15,32 @@ namespace attn::nn {
 
 /// softmax(Q Kᵀ / √d_k + mask) V for every head: q [B, H, Q, d_k], k [B, H, keys, d_k],
 /// v [B, H, keys, d_v], mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v].
-template <class T, class B, class H, class Q, class DK, class DV>
-grad::variable<T, shape<B, H, Q, DV>> scaled_dot_product_attention(
-    const context& ctx, const grad::variable<T, shape<B, H, Q, DK>>& q, const grad::variable<T, shape<B, H, keys, DK>>& k,
-    const grad::variable<T, shape<B, H, keys, DV>>& v, const tensor<T, shape<B, Q, keys>>& mask,
+template <class T, class B, class H, class Q, class DK, class DV, class Device>
+grad::variable<T, shape<B, H, Q, DV>, Device> scaled_dot_product_attention(
+    const context& ctx, const grad::variable<T, shape<B, H, Q, DK>, Device>& q,
+    const grad::variable<T, shape<B, H, keys, DK>, Device>& k,
+    const grad::variable<T, shape<B, H, keys, DV>, Device>& v, const tensor<T, shape<B, Q, keys>, Device>& mask,
     attention_kind kind = attention_kind::encoder_self) {
   const T scale = T(1) / std::sqrt(T(q.extents().template extent<DK>()));
-  auto scores = grad::product<DK>(ctx.tape, q, k);                      // [B, H, Q, keys]
-  auto weights = grad::softmax<keys>(ctx.tape, scores, scale, mask);    // rows sum to 1
+  auto scores = grad::product<DK>(ctx.tape, q, k);                    // [B, H, Q, keys]
+  auto weights = grad::softmax<keys>(ctx.tape, scores, scale, mask);  // rows sum to 1
   if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());
-  return grad::product<keys>(ctx.tape, weights, v);                     // [B, H, Q, d_v]
+  return grad::product<keys>(ctx.tape, weights, v);  // [B, H, Q, d_v]
 }
 
 /// MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 /// The h projections of a kind are one [d_model, h·d_k] matrix, split into heads after the product.
-template <class T, class C>
+template <class T, class C, class Device = cpu>
 struct multi_head_attention {
   using d_model = typename C::d_model;
   using heads = typename C::heads;
   using d_k = typename C::d_k;
   using d_v = typename C::d_v;
 
-  linear<T, d_model, typename C::query_width> query;
-  linear<T, d_model, typename C::query_width> key;
-  linear<T, d_model, typename C::value_width> value;
-  linear<T, typename C::value_width, d_model> output;
+  linear<T, d_model, typename C::query_width, Device> query;
+  linear<T, d_model, typename C::query_width, Device> key;
+  linear<T, d_model, typename C::value_width, Device> value;
+  linear<T, typename C::value_width, d_model, Device> output;
 
   attention_kind kind;  // names the weights in an attention record
 
@@ -67,38 +68,40 @@ struct multi_head_attention {
   /// Queries from x [B, Q, d_model] attend to memory [B, K, d_model] (x itself for
   /// self-attention) under mask [B, Q, keys].
   template <class B, class Q, class K>
-  grad::variable<T, shape<B, Q, d_model>> operator()(const context& ctx, const grad::variable<T, shape<B, Q, d_model>>& x,
-                                                     const grad::variable<T, shape<B, K, d_model>>& memory,
-                                                     const tensor<T, shape<B, Q, keys>>& mask) const {
+  grad::variable<T, shape<B, Q, d_model>, Device> operator()(
+      const context& ctx, const grad::variable<T, shape<B, Q, d_model>, Device>& x,
+      const grad::variable<T, shape<B, K, d_model>, Device>& memory,
+      const tensor<T, shape<B, Q, keys>, Device>& mask) const {
     auto [k, v] = keys_and_values(ctx, memory);
     return attend(ctx, x, k, v, mask);
   }
 
   template <class B>
-  using key_heads = grad::variable<T, shape<B, heads, keys, d_k>>;
+  using key_heads = grad::variable<T, shape<B, heads, keys, d_k>, Device>;
   template <class B>
-  using value_heads = grad::variable<T, shape<B, heads, keys, d_v>>;
+  using value_heads = grad::variable<T, shape<B, heads, keys, d_v>, Device>;
 
   /// memory [B, K, d_model] projected to the heads' keys and values. Incremental decoding keeps
   /// them: the encoder's once per sentence, the decoder's one position at a time.
   template <class B, class K>
-  std::pair<key_heads<B>, value_heads<B>> keys_and_values(const context& ctx,
-                                                          const grad::variable<T, shape<B, K, d_model>>& memory) const {
+  std::pair<key_heads<B>, value_heads<B>> keys_and_values(
+      const context& ctx, const grad::variable<T, shape<B, K, d_model>, Device>& memory) const {
     return {grad::split_heads<heads, d_k, keys>(ctx.tape, key(ctx, memory)),
             grad::split_heads<heads, d_v, keys>(ctx.tape, value(ctx, memory))};
   }
 
   /// Queries from x [B, Q, d_model] attend to keys and values already split into heads.
   template <class B, class Q>
-  grad::variable<T, shape<B, Q, d_model>> attend(const context& ctx, const grad::variable<T, shape<B, Q, d_model>>& x,
-                                                 const key_heads<B>& k, const value_heads<B>& v,
-                                                 const tensor<T, shape<B, Q, keys>>& mask) const {
+  grad::variable<T, shape<B, Q, d_model>, Device> attend(const context& ctx,
+                                                         const grad::variable<T, shape<B, Q, d_model>, Device>& x,
+                                                         const key_heads<B>& k, const value_heads<B>& v,
+                                                         const tensor<T, shape<B, Q, keys>, Device>& mask) const {
     auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
     auto attended = scaled_dot_product_attention(ctx, q, k, v, mask, kind);
     return output(ctx, grad::merge_heads<typename C::value_width>(ctx.tape, attended));
   }
 
-  void collect(grad::parameter_list<T>& list) {
+  void collect(grad::parameter_list<T, Device>& list) {
     list.add_module("query", query);
     list.add_module("key", key);
     list.add_module("value", value);

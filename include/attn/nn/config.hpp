@@ -34,13 +34,13 @@ inline constexpr index_t default_max_positions = 1024;
 /// `struct my_row : config<widths<512, 2048, 8, 64, 64>> { static constexpr double dropout = 0.2; };`
 template <class Widths, int Layers = 6>
 struct config : Widths {
-  static constexpr int layers = Layers;                 // N
-  static constexpr double dropout = 0.1;                // P_drop (§5.4)
-  static constexpr double label_smoothing = 0.1;        // ε_ls (§5.4)
+  static constexpr int layers = Layers;           // N
+  static constexpr double dropout = 0.1;          // P_drop (§5.4)
+  static constexpr double label_smoothing = 0.1;  // ε_ls (§5.4)
   static constexpr positional positions = positional::sinusoidal;
   static constexpr index_t max_positions = default_max_positions;  // rows of a learned position table
   static constexpr norm_placement norm = norm_placement::post;
-  static constexpr bool tied_embeddings = true;         // one matrix for both embeddings and the output (§3.4)
+  static constexpr bool tied_embeddings = true;  // one matrix for both embeddings and the output (§3.4)
   static constexpr double layer_norm_epsilon = 1e-6;
 };
 
@@ -91,12 +91,22 @@ struct c_d1024 : config<widths<1024, 2048, 8, 128, 128>> {};
 struct c_ff1024 : config<widths<512, 1024, 8, 64, 64>> {};
 struct c_ff4096 : config<widths<512, 4096, 8, 64, 64>> {};
 // (D) regularisation.
-struct d_drop0 : base { static constexpr double dropout = 0.0; };
-struct d_drop2 : base { static constexpr double dropout = 0.2; };
-struct d_ls0 : base { static constexpr double label_smoothing = 0.0; };
-struct d_ls2 : base { static constexpr double label_smoothing = 0.2; };
+struct d_drop0 : base {
+  static constexpr double dropout = 0.0;
+};
+struct d_drop2 : base {
+  static constexpr double dropout = 0.2;
+};
+struct d_ls0 : base {
+  static constexpr double label_smoothing = 0.0;
+};
+struct d_ls2 : base {
+  static constexpr double label_smoothing = 0.2;
+};
 // (E) learned positional embeddings instead of sinusoids.
-struct e_learned : base { static constexpr positional positions = positional::learned; };
+struct e_learned : base {
+  static constexpr positional positions = positional::learned;
+};
 }  // namespace table3
 
 /// Number of trainable scalars of configuration C with a vocabulary of `vocab` tokens:
@@ -106,7 +116,7 @@ constexpr index_t parameter_count(index_t vocab, hyperparameters h = defaults<C>
   const index_t d = C::d_model::extent, ff = C::d_ff::extent;
   const index_t qk = C::query_width::extent, v = C::value_width::extent;
   const index_t attention = 2 * (d * qk + qk) + (d * v + v) + (v * d + d);  // W^Q, W^K, W^V, W^O
-  const index_t feed_forward = (d * ff + ff) + (ff * d + d);                  // eq. (2)
+  const index_t feed_forward = (d * ff + ff) + (ff * d + d);                // eq. (2)
   const index_t norm = 2 * d;
   const index_t encoder_layer = attention + feed_forward + 2 * norm;
   const index_t decoder_layer = 2 * attention + feed_forward + 3 * norm;

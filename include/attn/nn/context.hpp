@@ -7,6 +7,7 @@
 
 #include "../core/random.hpp"
 #include "../core/tensor.hpp"
+#include "../core/transfer.hpp"
 #include "../grad/dropout.hpp"
 #include "../grad/tape.hpp"
 
@@ -17,9 +18,12 @@ enum class attention_kind { encoder_self, decoder_self, encoder_decoder };
 
 inline std::string_view to_string(attention_kind kind) {
   switch (kind) {
-    case attention_kind::encoder_self: return "encoder-self";
-    case attention_kind::decoder_self: return "decoder-self";
-    case attention_kind::encoder_decoder: return "encoder-decoder";
+    case attention_kind::encoder_self:
+      return "encoder-self";
+    case attention_kind::decoder_self:
+      return "decoder-self";
+    case attention_kind::encoder_decoder:
+      return "encoder-decoder";
   }
   return "?";
 }
@@ -37,11 +41,12 @@ struct attention_record {
   };
   std::vector<weights> maps;
 
-  template <class T, class B, class H, class Q, class K>
-  void add(attention_kind kind, const tensor<T, shape<B, H, Q, K>>& w) {
+  template <class T, class B, class H, class Q, class K, class Device>
+  void add(attention_kind kind, const tensor<T, shape<B, H, Q, K>, Device>& on_device) {
+    const auto w = to_host(on_device);
     const auto& e = w.extents();
-    weights& m = maps.emplace_back(weights{kind, e.template extent<B>(), e.template extent<H>(),
-                                           e.template extent<Q>(), e.template extent<K>(), {}});
+    weights& m = maps.emplace_back(weights{
+        kind, e.template extent<B>(), e.template extent<H>(), e.template extent<Q>(), e.template extent<K>(), {}});
     m.values.assign(w.data(), w.data() + w.size());
   }
   /// The maps of one kind, in layer order.
@@ -54,17 +59,19 @@ struct attention_record {
 };
 
 struct context {
-  grad::tape* tape = nullptr;                // record for backward(); null for inference
-  random_stream* dropout = nullptr;          // dropout's numbers; null turns dropout off
-  attention_record* attention = nullptr;     // keeps every attention's weights when set
+  grad::tape* tape = nullptr;             // record for backward(); null for inference
+  random_stream* dropout = nullptr;       // dropout's numbers; null turns dropout off
+  attention_record* attention = nullptr;  // keeps every attention's weights when set
 };
 
 /// Inference: no tape, no dropout; activations are freed as soon as they are used.
-inline context inference() { return {}; }
+inline context inference() {
+  return {};
+}
 
 /// Dropout with probability p when the context carries a random stream (training).
-template <class T, class S>
-grad::variable<T, S> dropout(const context& ctx, const grad::variable<T, S>& x, double p) {
+template <class T, class S, class Device>
+grad::variable<T, S, Device> dropout(const context& ctx, const grad::variable<T, S, Device>& x, double p) {
   return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, p, *ctx.dropout) : x;
 }
 

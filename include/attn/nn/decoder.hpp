@@ -6,13 +6,13 @@
 
 namespace attn::nn {
 
-template <class T, class C>
+template <class T, class C, class Device = cpu>
 struct decoder_layer {
   using d_model = typename C::d_model;
 
-  multi_head_attention<T, C> self_attention, cross_attention;
-  feed_forward<T, C> ffn;
-  residual<T, C> self_block, cross_block, ffn_block;
+  multi_head_attention<T, C, Device> self_attention, cross_attention;
+  feed_forward<T, C, Device> ffn;
+  residual<T, C, Device> self_block, cross_block, ffn_block;
 
   decoder_layer(random_stream& init, const hyperparameters& h)
       : self_attention(init, attention_kind::decoder_self),
@@ -25,11 +25,11 @@ struct decoder_layer {
   /// y [batch, L, d_model] attends to itself under `causal` [batch, L, keys] and to the encoder
   /// output memory [batch, M, d_model] under `memory_mask` [batch, L, keys].
   template <class L, class M>
-  grad::variable<T, shape<batch, L, d_model>> operator()(const context& ctx,
-                                                         const grad::variable<T, shape<batch, L, d_model>>& y,
-                                                         const grad::variable<T, shape<batch, M, d_model>>& memory,
-                                                         const tensor<T, shape<batch, L, keys>>& causal,
-                                                         const tensor<T, shape<batch, L, keys>>& memory_mask) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> operator()(
+      const context& ctx, const grad::variable<T, shape<batch, L, d_model>, Device>& y,
+      const grad::variable<T, shape<batch, M, d_model>, Device>& memory,
+      const tensor<T, shape<batch, L, keys>, Device>& causal,
+      const tensor<T, shape<batch, L, keys>, Device>& memory_mask) const {
     return with_attention(
         ctx, y, [&](const auto& in) { return self_attention(ctx, in, in, causal); },
         [&](const auto& in) { return cross_attention(ctx, in, memory, memory_mask); });
@@ -38,16 +38,15 @@ struct decoder_layer {
   /// The layer's three blocks around given attentions: `attend_self(in)` and `attend_memory(in)`
   /// give [batch, L, d_model]. Incremental decoding passes attentions over its key/value cache.
   template <class L, class SelfAttention, class MemoryAttention>
-  grad::variable<T, shape<batch, L, d_model>> with_attention(const context& ctx,
-                                                             const grad::variable<T, shape<batch, L, d_model>>& y,
-                                                             SelfAttention&& attend_self,
-                                                             MemoryAttention&& attend_memory) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> with_attention(
+      const context& ctx, const grad::variable<T, shape<batch, L, d_model>, Device>& y, SelfAttention&& attend_self,
+      MemoryAttention&& attend_memory) const {
     auto h = self_block(ctx, y, attend_self);
     h = cross_block(ctx, h, attend_memory);
     return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
   }
 
-  void collect(grad::parameter_list<T>& list) {
+  void collect(grad::parameter_list<T, Device>& list) {
     list.add_module("self_attention", self_attention);
     list.add_module("self_attention_block", self_block);
     list.add_module("cross_attention", cross_attention);
@@ -57,7 +56,7 @@ struct decoder_layer {
   }
 };
 
-template <class T, class C>
-using decoder = stack<T, decoder_layer<T, C>, C>;
+template <class T, class C, class Device = cpu>
+using decoder = stack<T, decoder_layer<T, C, Device>, C, Device>;
 
 }  // namespace attn::nn

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "../core/transfer.hpp"
 #include "../grad/elementwise.hpp"
 #include "../grad/embedding.hpp"
 #include "../grad/linear.hpp"
@@ -31,19 +32,19 @@ tensor<T, shape<Rows, D>> sinusoids(index_t rows) {
 }
 
 /// Token tables and position encodings of both sides of the model.
-template <class T, class C>
+template <class T, class C, class Device = cpu>
 class embeddings {
  public:
   using d_model = typename C::d_model;
-  using table_type = grad::parameter<T, shape<vocab, d_model>>;
-  using positions_type = grad::parameter<T, shape<positions, d_model>>;
+  using table_type = grad::parameter<T, shape<vocab, d_model>, Device>;
+  using positions_type = grad::parameter<T, shape<positions, d_model>, Device>;
   embeddings(index_t vocab_size, random_stream& init, const hyperparameters& h)
       : learned_(h.positions == positional::learned),
         dropout_(h.dropout),
         source_(extents<shape<vocab, d_model>>(vocab_size)),
         target_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
         output_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
-        sinusoids_(sinusoids<T, d_model>(C::max_positions)),
+        sinusoids_(to_device<Device>(sinusoids<T, d_model>(C::max_positions))),
         source_positions_(extents<shape<positions, d_model>>(learned_ ? C::max_positions : 0)),
         target_positions_(extents<shape<positions, d_model>>(learned_ ? C::max_positions : 0)) {
     // Deviation d_model^-1/2, so that the embeddings times √d_model have unit scale (tensor2tensor).
@@ -61,27 +62,29 @@ class embeddings {
 
   /// Token embeddings · √d_model + positions, with dropout (§5.4): [batch, L, d_model].
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>> source(const context& ctx, const tensor<token, shape<batch, L>>& ids) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> source(const context& ctx,
+                                                             const tensor<token, shape<batch, L>, Device>& ids) const {
     return embed(ctx, source_, source_positions_, ids);
   }
   /// `first` is the position of ids' first column: incremental decoding embeds one position
   /// at a time.
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>> target(const context& ctx, const tensor<token, shape<batch, L>>& ids,
-                                                     index_t first = 0) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> target(const context& ctx,
+                                                             const tensor<token, shape<batch, L>, Device>& ids,
+                                                             index_t first = 0) const {
     return embed(ctx, target_, target_positions_, ids, first);
   }
 
   /// The pre-softmax projection: x · Eᵀ, logits over the vocabulary.
   template <class L>
-  grad::variable<T, shape<batch, L, vocab>> logits(const context& ctx,
-                                                   const grad::variable<T, shape<batch, L, d_model>>& x) const {
+  grad::variable<T, shape<batch, L, vocab>, Device> logits(
+      const context& ctx, const grad::variable<T, shape<batch, L, d_model>, Device>& x) const {
     return grad::project_rows(ctx.tape, x, output_);
   }
 
   index_t vocabulary_size() const { return source_.extents().template extent<vocab>(); }
 
-  void collect(grad::parameter_list<T>& list) {
+  void collect(grad::parameter_list<T, Device>& list) {
     if constexpr (C::tied_embeddings) {
       list.add("shared", source_);
     } else {
@@ -97,18 +100,19 @@ class embeddings {
 
  private:
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>> embed(const context& ctx, const table_type& table,
-                                                    const positions_type& learned,
-                                                    const tensor<token, shape<batch, L>>& ids, index_t first = 0) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> embed(const context& ctx, const table_type& table,
+                                                            const positions_type& learned,
+                                                            const tensor<token, shape<batch, L>, Device>& ids,
+                                                            index_t first = 0) const {
     const index_t length = ids.template extent<L>();
     auto tokens = grad::lookup(ctx.tape, table, ids, T(std::sqrt(double(d_model::extent))));
-    grad::variable<T, shape<L, d_model>> where = [&] {
+    grad::variable<T, shape<L, d_model>, Device> where = [&] {
       if (learned_) {
         return grad::table_rows<L>(ctx.tape, learned, first, length);
       } else {
         if (first + length > sinusoids_.template extent<positions>())
-          sinusoids_ = sinusoids<T, d_model>(2 * (first + length));
-        return grad::variable<T, shape<L, d_model>>(tensor_view<const T, shape<L, d_model>>(
+          sinusoids_ = to_device<Device>(sinusoids<T, d_model>(2 * (first + length)));
+        return grad::variable<T, shape<L, d_model>, Device>(tensor_view<const T, shape<L, d_model>, Device>(
             sinusoids_.data() + first * d_model::extent, extents<shape<L, d_model>>(length)));
       }
     }();
@@ -118,7 +122,7 @@ class embeddings {
   bool learned_;    // learned positions (row E) instead of sinusoids
   double dropout_;  // P_drop
   table_type source_, target_, output_;
-  mutable tensor<T, shape<positions, d_model>> sinusoids_;  // grown when a longer sentence comes
+  mutable tensor<T, shape<positions, d_model>, Device> sinusoids_;  // grown when a longer sentence comes
   positions_type source_positions_, target_positions_;
 };
 

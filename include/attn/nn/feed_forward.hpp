@@ -7,23 +7,23 @@
 
 namespace attn::nn {
 
-template <class T, class C>
+template <class T, class C, class Device = cpu>
 struct feed_forward {
   using d_model = typename C::d_model;
   using d_ff = typename C::d_ff;
 
-  linear<T, d_model, d_ff> inner;
-  linear<T, d_ff, d_model> outer;
+  linear<T, d_model, d_ff, Device> inner;
+  linear<T, d_ff, d_model, Device> outer;
 
   explicit feed_forward(random_stream& init) : inner(init), outer(init) {}
 
   template <class B, class L>
-  grad::variable<T, shape<B, L, d_model>> operator()(const context& ctx,
-                                                     const grad::variable<T, shape<B, L, d_model>>& x) const {
+  grad::variable<T, shape<B, L, d_model>, Device> operator()(
+      const context& ctx, const grad::variable<T, shape<B, L, d_model>, Device>& x) const {
     return outer(ctx, grad::relu(ctx.tape, inner(ctx, x)));
   }
 
-  void collect(grad::parameter_list<T>& list) {
+  void collect(grad::parameter_list<T, Device>& list) {
     list.add_module("inner", inner);
     list.add_module("outer", outer);
   }

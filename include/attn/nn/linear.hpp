@@ -8,10 +8,10 @@
 
 namespace attn::nn {
 
-template <class T, class In, class Out>
+template <class T, class In, class Out, class Device = cpu>
 struct linear {
-  grad::parameter<T, shape<In, Out>> weight;
-  grad::parameter<T, shape<Out>> bias;
+  grad::parameter<T, shape<In, Out>, Device> weight;
+  grad::parameter<T, shape<Out>, Device> bias;
 
   explicit linear(random_stream& init) : linear(init, Out::extent) {}
 
@@ -20,11 +20,12 @@ struct linear {
   linear(random_stream& init, index_t fused_out) { xavier_uniform(weight, In::extent, fused_out, init); }
 
   template <class B, class L>
-  grad::variable<T, shape<B, L, Out>> operator()(const context& ctx, const grad::variable<T, shape<B, L, In>>& x) const {
+  grad::variable<T, shape<B, L, Out>, Device> operator()(const context& ctx,
+                                                         const grad::variable<T, shape<B, L, In>, Device>& x) const {
     return grad::linear(ctx.tape, x, weight, bias);
   }
 
-  void collect(grad::parameter_list<T>& list) {
+  void collect(grad::parameter_list<T, Device>& list) {
     list.add("weight", weight);
     list.add("bias", bias);
   }

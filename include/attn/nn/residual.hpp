@@ -9,15 +9,16 @@
 
 namespace attn::nn {
 
-template <class T, class C>
+template <class T, class C, class Device = cpu>
 struct residual {
-  layer_norm<T, typename C::d_model> norm{C::layer_norm_epsilon};
+  layer_norm<T, typename C::d_model, Device> norm{C::layer_norm_epsilon};
   double dropout_rate;  // P_drop
 
   explicit residual(double p_drop = C::dropout) : dropout_rate(p_drop) {}
 
   template <class S, class Sublayer>
-  grad::variable<T, S> operator()(const context& ctx, const grad::variable<T, S>& x, Sublayer&& sublayer) const {
+  grad::variable<T, S, Device> operator()(const context& ctx, const grad::variable<T, S, Device>& x,
+                                          Sublayer&& sublayer) const {
     if constexpr (C::norm == norm_placement::post) {
       return norm(ctx, grad::add(ctx.tape, x, dropout(ctx, sublayer(x), dropout_rate)));
     } else {
@@ -25,7 +26,7 @@ struct residual {
     }
   }
 
-  void collect(grad::parameter_list<T>& list) { list.add_module("norm", norm); }
+  void collect(grad::parameter_list<T, Device>& list) { list.add_module("norm", norm); }
 };
 
 }  // namespace attn::nn

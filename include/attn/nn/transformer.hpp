@@ -14,10 +14,11 @@ namespace attn::nn {
 
 /// An encoder-decoder Transformer of configuration C (base, big, a Table 3 row, or your own)
 /// with values of type T, over a vocabulary of a size chosen at run time.
-template <class T, class C>
+template <class T, class C, class Device = cpu>
 class transformer {
  public:
   using config = C;
+  using device_type = Device;
   using d_model = typename C::d_model;
 
   /// Parameters drawn from `seed`; token `pad` is padding in every batch. N, P_drop and the
@@ -28,7 +29,8 @@ class transformer {
 
   /// The encoder's output for source ids [batch, L]: [batch, L, d_model].
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>> encode(const context& ctx, const tensor<token, shape<batch, L>>& source) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> encode(
+      const context& ctx, const tensor<token, shape<batch, L>, Device>& source) const {
     const auto mask = padding_mask<T, L>(source, source.template extent<L>(), pad_);
     return encoder_(ctx, embeddings_.source(ctx, source), mask);
   }
@@ -36,37 +38,38 @@ class transformer {
   /// The decoder's output [batch, L, d_model] for target ids [batch, L] (shifted right: the
   /// first is the start symbol), given the encoder's output for `source`.
   template <class L, class M>
-  grad::variable<T, shape<batch, L, d_model>> decode(const context& ctx,
-                                                     const grad::variable<T, shape<batch, M, d_model>>& memory,
-                                                     const tensor<token, shape<batch, M>>& source,
-                                                     const tensor<token, shape<batch, L>>& target) const {
+  grad::variable<T, shape<batch, L, d_model>, Device> decode(
+      const context& ctx, const grad::variable<T, shape<batch, M, d_model>, Device>& memory,
+      const tensor<token, shape<batch, M>, Device>& source,
+      const tensor<token, shape<batch, L>, Device>& target) const {
     const auto causal = causal_mask<T, L>(target, pad_);
     const auto memory_mask = padding_mask<T, L>(source, target.template extent<L>(), pad_);
     return decoder_(ctx, embeddings_.target(ctx, target), memory, causal, memory_mask);
   }
 
   /// Logits [batch, tgt, vocab] of the next token at every target position (teacher forcing).
-  grad::variable<T, shape<batch, tgt, vocab>> operator()(const context& ctx, const tensor<token, shape<batch, src>>& source,
-                                                         const tensor<token, shape<batch, tgt>>& target) const {
+  grad::variable<T, shape<batch, tgt, vocab>, Device> operator()(
+      const context& ctx, const tensor<token, shape<batch, src>, Device>& source,
+      const tensor<token, shape<batch, tgt>, Device>& target) const {
     return embeddings_.logits(ctx, decode(ctx, encode(ctx, source), source, target));
   }
 
   /// Every parameter, with dotted names ("decoder.layer.0.cross_attention.query.weight").
-  grad::parameter_list<T> parameters() {
-    grad::parameter_list<T> list;
+  grad::parameter_list<T, Device> parameters() {
+    grad::parameter_list<T, Device> list;
     collect(list);
     return list;
   }
-  void collect(grad::parameter_list<T>& list) {
+  void collect(grad::parameter_list<T, Device>& list) {
     list.add_module("embeddings", embeddings_);
     list.add_module("encoder", encoder_);
     list.add_module("decoder", decoder_);
   }
 
   /// The parts, for incremental decoding (include/attn/decode), which runs them a position at a time.
-  const embeddings<T, C>& embedding_layers() const { return embeddings_; }
-  const encoder<T, C>& encoder_stack() const { return encoder_; }
-  const decoder<T, C>& decoder_stack() const { return decoder_; }
+  const embeddings<T, C, Device>& embedding_layers() const { return embeddings_; }
+  const encoder<T, C, Device>& encoder_stack() const { return encoder_; }
+  const decoder<T, C, Device>& decoder_stack() const { return decoder_; }
 
   index_t vocabulary_size() const { return embeddings_.vocabulary_size(); }
   token pad() const { return pad_; }
@@ -76,9 +79,9 @@ class transformer {
   transformer(index_t vocab_size, random_stream init, token pad, const hyperparameters& h)
       : embeddings_(vocab_size, init, h), encoder_(init, h), decoder_(init, h), pad_(pad), hyper_(h) {}
 
-  embeddings<T, C> embeddings_;
-  encoder<T, C> encoder_;
-  decoder<T, C> decoder_;
+  embeddings<T, C, Device> embeddings_;
+  encoder<T, C, Device> encoder_;
+  decoder<T, C, Device> decoder_;
   token pad_;
   hyperparameters hyper_;
 };

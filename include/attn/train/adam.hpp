@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "../cpu/threads.hpp"
+#include "../core/primitives.hpp"
 #include "../grad/parameter.hpp"
 
 namespace attn::train {
@@ -23,57 +23,51 @@ inline double noam_rate(index_t d_model, long step, long warmup = 4000) {
   return std::pow(double(d_model), -0.5) * std::min(std::pow(s, -0.5), s * std::pow(double(warmup), -1.5));
 }
 
-/// Adam over a parameter list; keeps the first and second moments of each parameter.
-template <class T>
+/// The flat elements of one parameter's moment.
+using moment_elements = dim<"moment_elements">;
+
+/// Adam over a parameter list; keeps the first and second moments of each parameter on the
+/// parameters' device. A step is one call of the device's adam_step (one launch on a GPU).
+template <class T, class Device = cpu>
 class adam {
  public:
-  explicit adam(grad::parameter_list<T>& parameters, adam_options options = {})
+  using moment = tensor<T, shape<moment_elements>, Device>;
+
+  explicit adam(grad::parameter_list<T, Device>& parameters, adam_options options = {})
       : parameters_(&parameters), options_(options) {
     for (const auto& p : parameters) {
-      first_.emplace_back(static_cast<std::size_t>(p.size), T{0});
-      second_.emplace_back(static_cast<std::size_t>(p.size), T{0});
+      first_.emplace_back(extents<shape<moment_elements>>(p.size));  // zero-filled
+      second_.emplace_back(extents<shape<moment_elements>>(p.size));
     }
   }
 
   /// One update with learning rate `rate` from the gradients in the parameters.
   void step(double rate) {
     ++steps_;
-    const double b1 = options_.beta1, b2 = options_.beta2;
-    const double correction1 = 1.0 - std::pow(b1, double(steps_));
-    const double correction2 = 1.0 - std::pow(b2, double(steps_));
-    const T step_size = T(rate / correction1);
-    const T root_correction2 = T(1.0 / std::sqrt(correction2));
-    const T epsilon = T(options_.epsilon);
+    const double correction1 = 1.0 - std::pow(options_.beta1, double(steps_));
+    const double correction2 = 1.0 - std::pow(options_.beta2, double(steps_));
+    const adam_coefficients c{options_.beta1, options_.beta2, options_.epsilon, rate / correction1,
+                              1.0 / std::sqrt(correction2)};
     auto& refs = parameters_->refs();
-    for (std::size_t i = 0; i < refs.size(); ++i) {
-      T* value = refs[i].value;
-      const T* grad = refs[i].grad;
-      T* m = first_[i].data();
-      T* v = second_[i].data();
-      cpu_backend::parallel_for(refs[i].size, 16, 1 << 14, [&](index_t begin, index_t end) {
-        for (index_t j = begin; j < end; ++j) {
-          const T g = grad[j];
-          m[j] = T(b1) * m[j] + T(1 - b1) * g;
-          v[j] = T(b2) * v[j] + T(1 - b2) * g * g;
-          value[j] -= step_size * m[j] / (std::sqrt(v[j]) * root_correction2 + epsilon);
-        }
-      });
-    }
+    tensors_.clear();
+    for (std::size_t i = 0; i < refs.size(); ++i)
+      tensors_.push_back({refs[i].value, refs[i].grad, first_[i].data(), second_[i].data(), refs[i].size});
+    primitives<Device>::adam_step(std::span<const adam_tensor<T>>(tensors_), c);
   }
 
   long steps() const noexcept { return steps_; }
-  const std::vector<std::vector<T>>& first_moments() const noexcept { return first_; }
-  const std::vector<std::vector<T>>& second_moments() const noexcept { return second_; }
-
+  const std::vector<moment>& first_moments() const noexcept { return first_; }
+  const std::vector<moment>& second_moments() const noexcept { return second_; }
   /// For restoring a checkpoint: the moments are written in place, then the step count set.
-  std::vector<std::vector<T>>& first_moments() noexcept { return first_; }
-  std::vector<std::vector<T>>& second_moments() noexcept { return second_; }
+  std::vector<moment>& first_moments() noexcept { return first_; }
+  std::vector<moment>& second_moments() noexcept { return second_; }
   void set_steps(long steps) noexcept { steps_ = steps; }
 
  private:
-  grad::parameter_list<T>* parameters_;
+  grad::parameter_list<T, Device>* parameters_;
   adam_options options_;
-  std::vector<std::vector<T>> first_, second_;
+  std::vector<moment> first_, second_;
+  std::vector<adam_tensor<T>> tensors_;  // kept: no allocation a step
   long steps_ = 0;
 };
 

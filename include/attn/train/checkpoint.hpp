@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "../core/transfer.hpp"
 #include "../grad/parameter.hpp"
 #include "adam.hpp"
 #include "batching.hpp"
@@ -80,14 +82,47 @@ inline void check_description(const safetensors::file& file, const std::filesyst
   }
 }
 
-template <class T>
-void load_tensors(const safetensors::file& file, const std::string& prefix, grad::parameter_list<T>& parameters,
-                  std::vector<std::vector<T>>* moments = nullptr) {
+/// Device elements as the host sees them: the elements themselves on the CPU, else a copy
+/// kept here until the writer has saved them.
+template <class Device>
+class host_staging {
+ public:
+  template <class T>
+  const T* host(const T* elements, index_t count) {
+    if constexpr (std::same_as<Device, cpu>) {
+      return elements;
+    } else {
+      auto& copy = copies_.emplace_back(static_cast<std::size_t>(count) * sizeof(T));
+      memory<Device>::copy_to_host(copy.data(), elements, copy.size());
+      return reinterpret_cast<const T*>(copy.data());
+    }
+  }
+
+ private:
+  std::deque<std::vector<std::byte>> copies_;  // std::byte has no alignment above T's: vectors use new
+};
+
+/// Copies a file's tensor into device elements (through the host where they are elsewhere).
+template <class Device, class T>
+void copy_tensor(const safetensors::file& file, const std::string& name, std::span<const std::int64_t> sizes,
+                 T* destination, index_t count) {
+  if constexpr (std::same_as<Device, cpu>) {
+    file.copy_to(name, sizes, destination);
+  } else {
+    std::vector<T> staged(static_cast<std::size_t>(count));
+    file.copy_to(name, sizes, staged.data());
+    copy_from_host<Device>(destination, std::span<const T>(staged));
+  }
+}
+
+template <class T, class Device, class Moments = std::vector<tensor<T, shape<moment_elements>, Device>>>
+void load_tensors(const safetensors::file& file, const std::string& prefix, grad::parameter_list<T, Device>& parameters,
+                  Moments* moments = nullptr) {
   auto& refs = parameters.refs();
   for (std::size_t i = 0; i < refs.size(); ++i) {
     const auto sizes = sizes_of(refs[i]);
     T* destination = moments != nullptr ? (*moments)[i].data() : refs[i].value;
-    file.copy_to(prefix + refs[i].name, std::span<const std::int64_t>(sizes), destination);
+    copy_tensor<Device>(file, prefix + refs[i].name, std::span<const std::int64_t>(sizes), destination, refs[i].size);
   }
 }
 
@@ -117,15 +152,18 @@ inline std::vector<std::filesystem::path> checkpoint_files(const std::filesystem
 
 /// Writes weights, Adam's moments and the state to `path`, atomically: an existing file
 /// there stays intact until the new one is complete.
-template <class T>
-void save_checkpoint(const std::filesystem::path& path, grad::parameter_list<T>& parameters, const adam<T>& optimizer,
-                     const training_state& state, const model_description& description) {
+template <class T, class Device>
+void save_checkpoint(const std::filesystem::path& path, grad::parameter_list<T, Device>& parameters,
+                     const adam<T, Device>& optimizer, const training_state& state,
+                     const model_description& description) {
   safetensors::writer out;
+  detail::host_staging<Device> staging;
   const auto& refs = parameters.refs();
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    out.add("model." + refs[i].name, detail::sizes_of(refs[i]), static_cast<const T*>(refs[i].value));
-    out.add("adam.m." + refs[i].name, detail::sizes_of(refs[i]), optimizer.first_moments()[i].data());
-    out.add("adam.v." + refs[i].name, detail::sizes_of(refs[i]), optimizer.second_moments()[i].data());
+    const index_t n = refs[i].size;
+    out.add("model." + refs[i].name, detail::sizes_of(refs[i]), staging.host(static_cast<const T*>(refs[i].value), n));
+    out.add("adam.m." + refs[i].name, detail::sizes_of(refs[i]), staging.host(optimizer.first_moments()[i].data(), n));
+    out.add("adam.v." + refs[i].name, detail::sizes_of(refs[i]), staging.host(optimizer.second_moments()[i].data(), n));
   }
   for (const auto& [key, value] : description) out.set_metadata(key, value);
   out.set_metadata("attn.format", checkpoint_format);
@@ -142,9 +180,9 @@ void save_checkpoint(const std::filesystem::path& path, grad::parameter_list<T>&
 /// Loads a checkpoint written by save_checkpoint into `parameters` and `optimizer`. The file
 /// is read and validated whole (checksum, every name and shape, the description) before any
 /// value is copied, so a bad file leaves the model as it was.
-template <class T>
-training_state load_checkpoint(const std::filesystem::path& path, grad::parameter_list<T>& parameters,
-                               adam<T>& optimizer, const model_description& description) {
+template <class T, class Device>
+training_state load_checkpoint(const std::filesystem::path& path, grad::parameter_list<T, Device>& parameters,
+                               adam<T, Device>& optimizer, const model_description& description) {
   const auto file = safetensors::file::load(path, /*require_checksum=*/true);
   if (detail::required(file, path, "attn.format") != checkpoint_format)
     throw safetensors::format_error(path, "attn.format is '" + detail::required(file, path, "attn.format") +
@@ -186,20 +224,21 @@ training_state load_checkpoint(const std::filesystem::path& path, grad::paramete
 }
 
 /// Writes the weights alone (an averaged model, paper §6.1), with the description.
-template <class T>
-void save_weights(const std::filesystem::path& path, grad::parameter_list<T>& parameters,
+template <class T, class Device>
+void save_weights(const std::filesystem::path& path, grad::parameter_list<T, Device>& parameters,
                   const model_description& description) {
   safetensors::writer out;
+  detail::host_staging<Device> staging;
   for (const auto& ref : parameters.refs())
-    out.add("model." + ref.name, detail::sizes_of(ref), static_cast<const T*>(ref.value));
+    out.add("model." + ref.name, detail::sizes_of(ref), staging.host(static_cast<const T*>(ref.value), ref.size));
   for (const auto& [key, value] : description) out.set_metadata(key, value);
   out.set_metadata("attn.format", weights_format);
   out.save(path);
 }
 
 /// Loads the weights of a checkpoint or of a weights-only file (for translation).
-template <class T>
-void load_weights(const std::filesystem::path& path, grad::parameter_list<T>& parameters,
+template <class T, class Device>
+void load_weights(const std::filesystem::path& path, grad::parameter_list<T, Device>& parameters,
                   const model_description& description) {
   const auto file = safetensors::file::load(path, /*require_checksum=*/true);
   const std::string format = detail::required(file, path, "attn.format");

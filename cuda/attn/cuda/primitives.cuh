@@ -1,0 +1,529 @@
+// The GPU's device primitives (core/primitives.hpp), each one launch or a few, on attn's stream.
+//
+// Where the CPU's result is defined by an order of operations (the embedding gradient's sums,
+// Adam's update), the kernels keep that order and round every product and sum on its own
+// (__fmul_rn, __fadd_rn: no fused multiply-add), so that a GPU step gives the CPU's numbers bit
+// for bit there. Reductions over a row (the loss) use a tree order and agree to rounding.
+#pragma once
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <attn/core.hpp>
+
+#include "elementwise.cuh"
+#include "memory.cuh"
+
+namespace attn::cuda_backend::primitive_kernels {
+
+/// a·b and a + b, each rounded once, as the host computes them.
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline float sqrt_rn(float a) { return __fsqrt_rn(a); }
+__device__ inline double sqrt_rn(double a) { return __dsqrt_rn(a); }
+__device__ inline float exp_of(float a) { return ::expf(a); }
+__device__ inline double exp_of(double a) { return ::exp(a); }
+
+inline constexpr int block = 256;
+
+/// Combines `value` over the block with Op; every thread gets the result. The order of the
+/// combination is fixed (warp shuffles, then warp 0 over the warps' results): deterministic.
+template <class T, class Op>
+__device__ T block_reduce(T value, Op op, T identity, T* shared) {
+  for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) shared[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < blockDim.x / 32 ? shared[lane] : identity;
+    for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+    if (lane == 0) shared[0] = value;
+  }
+  __syncthreads();
+  const T result = shared[0];
+  __syncthreads();  // shared may be reused by the caller's next reduction
+  return result;
+}
+
+struct plus {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct maximum {
+  template <class T>
+  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+
+/// Records the smallest offending position (or row) in *bad; starts at the largest index.
+__device__ inline void report(unsigned long long* bad, index_t position) {
+  atomicMin(bad, static_cast<unsigned long long>(position));
+}
+
+template <class T, class Id>
+__global__ void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, T scale,
+                            unsigned long long* bad) {
+  for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const Id id = ids[i];
+    if (id < 0 || id >= rows) {
+      if (threadIdx.x == 0) report(bad, i);
+      continue;
+    }
+    const T* from = table + static_cast<index_t>(id) * width;
+    T* to = out + i * width;
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) to[c] = mul_rn(from[c], scale);
+  }
+}
+
+/// One block per run of equal ids in `sorted_ids` (sorted stably, so a run lists its positions
+/// in order): table[id, c] += rows_in[position, c] · scale, position after position, as the CPU.
+template <class T, class Id>
+__global__ void scatter_add_sorted(T* table, index_t width, const T* rows_in, const Id* sorted_ids,
+                                   const index_t* positions, index_t count, T scale) {
+  for (index_t start = blockIdx.x; start < count; start += gridDim.x) {
+    if (start > 0 && sorted_ids[start - 1] == sorted_ids[start]) continue;  // not the first of its run
+    const Id id = sorted_ids[start];
+    T* to = table + static_cast<index_t>(id) * width;
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+      T sum = to[c];
+      for (index_t j = start; j < count && sorted_ids[j] == id; ++j)
+        sum = add_rn(sum, mul_rn(rows_in[positions[j] * width + c], scale));
+      to[c] = sum;
+    }
+  }
+}
+
+__global__ void iota(index_t* out, index_t count) {
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    out[i] = i;
+}
+
+template <class T>
+__global__ void select_rows(T* out, const T* in, index_t width, const index_t* keep, index_t count) {
+  for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const T* from = in + keep[i] * width;
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) out[i * width + c] = from[c];
+  }
+}
+
+template <class T>
+__global__ void dropout_mask(T* mask, index_t count, double p, random_stream stream, std::uint64_t start, T kept) {
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    mask[i] = stream.uniform(start + static_cast<std::uint64_t>(i)) >= p ? kept : T{0};
+}
+
+template <class T, class Id>
+__global__ void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
+                               bool causal, T masked) {
+  const index_t n = sentences * queries * keys;
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t k = i % keys, q = (i / keys) % queries, b = i / (keys * queries);
+    bias[i] = (key_ids[b * keys + k] == pad || (causal && k > q)) ? masked : T{0};
+  }
+}
+
+/// One block a row: the row's maximum, then exp(x − max) written and summed, then scaled to
+/// the softmax; the row's −log p(target) and smoothed loss go to row_nll and row_smoothed.
+template <class T, class Id>
+__global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t rows, index_t classes,
+                                   double smoothing, Id pad, T* probabilities, T* weight, double* row_nll,
+                                   double* row_smoothed, unsigned long long* bad) {
+  __shared__ T shared_t[32];
+  __shared__ double shared_d[32];
+  for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * classes;
+    T* p = probabilities + r * classes;
+    T local_max = -std::numeric_limits<T>::infinity();
+    double local_total = 0;
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      local_max = x[c] > local_max ? x[c] : local_max;
+      local_total += double(x[c]);
+    }
+    const T row_max = block_reduce(local_max, maximum{}, -std::numeric_limits<T>::infinity(), shared_t);
+    const double row_total = block_reduce(local_total, plus{}, 0.0, shared_d);
+    T local_sum = 0;
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      const T e = exp_of(x[c] - row_max);
+      p[c] = e;
+      local_sum += e;
+    }
+    const T sum = block_reduce(local_sum, plus{}, T{0}, shared_t);
+    const T inverse = T{1} / sum;
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) p[c] *= inverse;
+    if (threadIdx.x == 0) {
+      const Id target = targets[r];
+      if (target == pad) {
+        weight[r] = T{0};
+        row_nll[r] = row_smoothed[r] = 0;
+      } else if (target < 0 || target >= classes) {
+        weight[r] = T{0};
+        row_nll[r] = row_smoothed[r] = 0;
+        report(bad, r);
+      } else {
+        weight[r] = T{1};
+        const double log_sum = ::log(double(sum)) + double(row_max);
+        const double log_p_target = double(x[target]) - log_sum;
+        const double mean_log_p = row_total / double(classes) - log_sum;
+        row_nll[r] = -log_p_target;
+        row_smoothed[r] = -((1.0 - smoothing) * log_p_target + smoothing * mean_log_p);
+      }
+    }
+  }
+}
+
+/// One block: totals[0] = Σ row_nll, totals[1] = Σ row_smoothed, totals[2] = real tokens.
+template <class T>
+__global__ void cross_entropy_totals(const double* row_nll, const double* row_smoothed, const T* weight, index_t rows,
+                                     double* totals) {
+  __shared__ double shared[32];
+  double nll = 0, smoothed = 0, tokens = 0;
+  for (index_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    nll += row_nll[r];
+    smoothed += row_smoothed[r];
+    tokens += double(weight[r]);
+  }
+  nll = block_reduce(nll, plus{}, 0.0, shared);
+  smoothed = block_reduce(smoothed, plus{}, 0.0, shared);
+  tokens = block_reduce(tokens, plus{}, 0.0, shared);
+  if (threadIdx.x == 0) {
+    totals[0] = nll;
+    totals[1] = smoothed;
+    totals[2] = tokens;
+  }
+}
+
+template <class T, class Id>
+__global__ void cross_entropy_backward(T* gradient, const Id* targets, const T* weight, index_t rows, index_t classes,
+                                       T uniform_share, T target_share, T scale) {
+  const index_t n = rows * classes;
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t r = i / classes, c = i % classes;
+    const T row_scale = weight[r] * scale;
+    if (row_scale == T{0}) {
+      gradient[i] = T{0};
+      continue;
+    }
+    T g = (gradient[i] - uniform_share) * row_scale;
+    if (c == static_cast<index_t>(targets[r])) g -= target_share * row_scale;
+    gradient[i] = g;
+  }
+}
+
+/// A piece of one array in a multi-tensor launch: block b works on chunks[b].
+struct chunk {
+  int array;
+  index_t begin, end;
+};
+inline constexpr index_t chunk_elements = index_t{1} << 16;
+
+template <class T>
+__global__ void adam_step(const adam_tensor<T>* tensors, const chunk* chunks, T b1, T b2, T rest1, T rest2,
+                          T step_size, T root_correction2, T epsilon) {
+  const chunk piece = chunks[blockIdx.x];
+  const adam_tensor<T> t = tensors[piece.array];
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) {
+    const T g = t.grad[j];
+    const T m = add_rn(mul_rn(b1, t.first_moment[j]), mul_rn(rest1, g));
+    const T v = add_rn(mul_rn(b2, t.second_moment[j]), mul_rn(mul_rn(rest2, g), g));
+    t.first_moment[j] = m;
+    t.second_moment[j] = v;
+    t.value[j] = sub_rn(t.value[j], div_rn(mul_rn(step_size, m), add_rn(mul_rn(sqrt_rn(v), root_correction2), epsilon)));
+  }
+}
+
+template <class T>
+__global__ void sum_of_squares(const flat_array<const T>* arrays, const chunk* chunks, double* partial) {
+  __shared__ double shared[32];
+  const chunk piece = chunks[blockIdx.x];
+  const T* data = arrays[piece.array].data;
+  double local = 0;
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) local += double(data[j]) * double(data[j]);
+  local = block_reduce(local, plus{}, 0.0, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = local;
+}
+
+template <class T>
+__global__ void sum_partials(const T* partial, index_t count, T* total) {
+  __shared__ T shared[32];
+  T local = 0;
+  for (index_t j = threadIdx.x; j < count; j += blockDim.x) local += partial[j];
+  local = block_reduce(local, plus{}, T{0}, shared);
+  if (threadIdx.x == 0) *total = local;
+}
+
+template <class T>
+__global__ void scale(const flat_array<T>* arrays, const chunk* chunks, double factor) {
+  const chunk piece = chunks[blockIdx.x];
+  T* data = arrays[piece.array].data;
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) data[j] = T(double(data[j]) * factor);
+}
+
+template <class T>
+__global__ void fill(T* data, index_t count, T value) {
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    data[i] = value;
+}
+
+}  // namespace attn::cuda_backend::primitive_kernels
+
+namespace attn::cuda_backend::detail {
+
+/// Host values copied to fresh stream-ordered device memory (freed after the work that reads them).
+template <class T>
+scratch_ptr upload(std::span<const T> host) {
+  scratch_ptr p = allocate_scratch(host.size_bytes());
+  if (!host.empty())
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(p.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream()));
+  return p;
+}
+
+/// The pieces of every array for a multi-tensor launch, one block each.
+template <class Array>
+std::vector<primitive_kernels::chunk> chunks_of(std::span<const Array> arrays) {
+  std::vector<primitive_kernels::chunk> chunks;
+  for (std::size_t a = 0; a < arrays.size(); ++a)
+    for (index_t begin = 0; begin < arrays[a].size; begin += primitive_kernels::chunk_elements)
+      chunks.push_back({int(a), begin, std::min(arrays[a].size, begin + primitive_kernels::chunk_elements)});
+  return chunks;
+}
+
+/// A device word that kernels lower to the first bad position they meet; read after a launch.
+class bad_position {
+ public:
+  static constexpr unsigned long long none = std::numeric_limits<unsigned long long>::max();
+  bad_position() : word_(allocate_scratch(sizeof(unsigned long long))) {
+    ATTN_CUDA_CHECK(cudaMemsetAsync(word_.get(), 0xff, sizeof(unsigned long long), stream()));
+  }
+  unsigned long long* get() { return static_cast<unsigned long long*>(word_.get()); }
+  /// Waits for the stream; none when no kernel reported.
+  unsigned long long read() {
+    unsigned long long host = none;
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(&host, word_.get(), sizeof host, cudaMemcpyDeviceToHost, stream()));
+    synchronize();
+    return host;
+  }
+
+ private:
+  scratch_ptr word_;
+};
+
+/// CUB's sorts count items in int.
+inline int cub_items(index_t count) {
+  if (count > index_t{std::numeric_limits<int>::max()})
+    throw std::length_error("attn::scatter_add_rows: " + std::to_string(count) + " rows exceed CUB's 32-bit counts");
+  return static_cast<int>(count);
+}
+
+}  // namespace attn::cuda_backend::detail
+
+namespace attn {
+
+template <>
+struct primitives<cuda> {
+  /// Checks the ids on the device, and waits for the check: a bad id is an exception here, as
+  /// on the CPU, not a wrong embedding later.
+  template <class T, class Id>
+  static void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count,
+                          T scale) {
+    if (count == 0) return;
+    cuda_backend::detail::bad_position bad;
+    cuda_backend::primitive_kernels::gather_rows<<<grid(count), row_block(width), 0, cuda_backend::stream()>>>(
+        out, table, rows, width, ids, count, scale, bad.get());
+    ATTN_CUDA_CHECK(cudaGetLastError());
+    if (const auto at = bad.read(); at != bad.none) {
+      Id id{};
+      ATTN_CUDA_CHECK(cudaMemcpy(&id, ids + at, sizeof id, cudaMemcpyDeviceToHost));
+      throw extent_error("attn::embedding", "vocab",
+                         "has extent " + std::to_string(rows) + ", but token id " + std::to_string(id) +
+                             " was given at position " + std::to_string(at));
+    }
+  }
+
+  /// Sorts (id, position) pairs stably by id, then adds each id's rows in position order.
+  template <class T, class Id>
+  static void scatter_add_rows(T* table, index_t width, const T* rows_in, const Id* ids, index_t count, T scale) {
+    if (count == 0) return;
+    const int items = cuda_backend::detail::cub_items(count);
+    cuda_backend::scratch_ptr positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
+    cuda_backend::scratch_ptr sorted_positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
+    cuda_backend::scratch_ptr sorted_ids = cuda_backend::allocate_scratch(sizeof(Id) * count);
+    cuda_backend::primitive_kernels::iota<<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+        static_cast<index_t*>(positions.get()), count);
+    std::size_t temporary_bytes = 0;
+    ATTN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        nullptr, temporary_bytes, ids, static_cast<Id*>(sorted_ids.get()), static_cast<const index_t*>(positions.get()),
+        static_cast<index_t*>(sorted_positions.get()), items, 0, int(sizeof(Id) * 8), cuda_backend::stream()));
+    cuda_backend::scratch_ptr temporary = cuda_backend::allocate_scratch(temporary_bytes);
+    ATTN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        temporary.get(), temporary_bytes, ids, static_cast<Id*>(sorted_ids.get()),
+        static_cast<const index_t*>(positions.get()), static_cast<index_t*>(sorted_positions.get()), items, 0,
+        int(sizeof(Id) * 8), cuda_backend::stream()));
+    cuda_backend::primitive_kernels::scatter_add_sorted<<<grid(count), row_block(width), 0, cuda_backend::stream()>>>(
+        table, width, rows_in, static_cast<const Id*>(sorted_ids.get()),
+        static_cast<const index_t*>(sorted_positions.get()), count, scale);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <class T>
+  static void select_rows(T* out, const T* in, index_t rows, index_t width, const index_t* keep, index_t count) {
+    for (index_t i = 0; i < count; ++i)
+      if (keep[i] < 0 || keep[i] >= rows)
+        throw extent_error("attn::select_rows", "rows",
+                           "has extent " + std::to_string(rows) + ", but row " + std::to_string(keep[i]) + " was kept");
+    if (count == 0 || width == 0) return;
+    const auto on_device = cuda_backend::detail::upload(std::span<const index_t>(keep, std::size_t(count)));
+    cuda_backend::primitive_kernels::select_rows<<<grid(count), row_block(width), 0, cuda_backend::stream()>>>(
+        out, in, width, static_cast<const index_t*>(on_device.get()), count);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <class T>
+  static void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count) {
+    if (block == 0 || count == 0) return;
+    ATTN_CUDA_CHECK(cudaMemcpy2DAsync(to, sizeof(T) * to_stride, from, sizeof(T) * from_stride, sizeof(T) * block,
+                                      std::size_t(count), cudaMemcpyDeviceToDevice, cuda_backend::stream()));
+  }
+
+  template <class T>
+  static void dropout_mask(T* mask, index_t count, double p, const random_stream& stream, std::uint64_t start) {
+    if (count == 0) return;
+    cuda_backend::primitive_kernels::dropout_mask<<<elements(count), cuda_backend::primitive_kernels::block, 0,
+                                                    cuda_backend::stream()>>>(mask, count, p, stream, start,
+                                                                              static_cast<T>(1.0 / (1.0 - p)));
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <class T, class Id>
+  static void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
+                             bool causal, T masked) {
+    const index_t n = sentences * queries * keys;
+    if (n == 0) return;
+    cuda_backend::primitive_kernels::attention_mask<<<elements(n), cuda_backend::primitive_kernels::block, 0,
+                                                      cuda_backend::stream()>>>(bias, key_ids, sentences, queries,
+                                                                                keys, pad, causal, masked);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// One launch over the rows (a block each), one for the totals, one copy back (which waits).
+  template <class T, class Id>
+  static cross_entropy_totals cross_entropy(const T* logits, const Id* targets, index_t rows, index_t classes,
+                                            double smoothing, Id pad, T* probabilities, T* weight) {
+    if (rows == 0) return {};
+    cuda_backend::scratch_ptr per_row = cuda_backend::allocate_scratch(sizeof(double) * (2 * rows + 3));
+    double* row_nll = static_cast<double*>(per_row.get());
+    double* row_smoothed = row_nll + rows;
+    double* totals = row_smoothed + rows;
+    cuda_backend::detail::bad_position bad;
+    cuda_backend::primitive_kernels::cross_entropy_rows<<<grid(rows), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+        logits, targets, rows, classes, smoothing, pad, probabilities, weight, row_nll, row_smoothed, bad.get());
+    cuda_backend::primitive_kernels::cross_entropy_totals<<<1, 1024, 0, cuda_backend::stream()>>>(row_nll, row_smoothed, weight, rows, totals);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+    double host[3] = {};
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(host, totals, sizeof host, cudaMemcpyDeviceToHost, cuda_backend::stream()));
+    if (const auto at = bad.read(); at != bad.none) {
+      Id id{};
+      ATTN_CUDA_CHECK(cudaMemcpy(&id, targets + at, sizeof id, cudaMemcpyDeviceToHost));
+      throw extent_error("attn::train::cross_entropy", "vocab",
+                         "has extent " + std::to_string(classes) + ", but target id " + std::to_string(id) +
+                             " was given at position " + std::to_string(at));
+    }
+    return {host[0], host[1], static_cast<index_t>(host[2])};
+  }
+
+  template <class T, class Id>
+  static void cross_entropy_backward(T* gradient, const Id* targets, const T* weight, index_t rows, index_t classes,
+                                     double smoothing, T scale) {
+    const index_t n = rows * classes;
+    if (n == 0) return;
+    cuda_backend::primitive_kernels::cross_entropy_backward<<<elements(n), cuda_backend::primitive_kernels::block, 0,
+                                                              cuda_backend::stream()>>>(
+        gradient, targets, weight, rows, classes, T(smoothing / double(classes)), T(1.0 - smoothing), scale);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// Every tensor in one launch (a multi-tensor kernel: a block per 64 Ki elements of any tensor).
+  template <class T>
+  static void adam_step(std::span<const adam_tensor<T>> tensors, const adam_coefficients& c) {
+    const auto chunks = cuda_backend::detail::chunks_of(tensors);
+    if (chunks.empty()) return;
+    const auto on_device = cuda_backend::detail::upload(tensors);
+    const auto chunk_table = cuda_backend::detail::upload(std::span<const cuda_backend::primitive_kernels::chunk>(chunks));
+    cuda_backend::primitive_kernels::adam_step<<<unsigned(chunks.size()), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+        static_cast<const adam_tensor<T>*>(on_device.get()),
+        static_cast<const cuda_backend::primitive_kernels::chunk*>(chunk_table.get()), T(c.beta1), T(c.beta2), T(1 - c.beta1),
+        T(1 - c.beta2), T(c.step_size), T(c.root_correction2), T(c.epsilon));
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <class T>
+  static void fill(T* data, index_t count, T value) {
+    if (count == 0) return;
+    cuda_backend::primitive_kernels::fill<<<elements(count), cuda_backend::primitive_kernels::block, 0,
+                                            cuda_backend::stream()>>>(data, count, value);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// A partial sum a block, then one block over the partials in a fixed order; waits.
+  template <class T>
+  static double sum_of_squares(std::span<const flat_array<const T>> arrays) {
+    const auto chunks = cuda_backend::detail::chunks_of(arrays);
+    if (chunks.empty()) return 0;
+    const auto on_device = cuda_backend::detail::upload(arrays);
+    const auto chunk_table = cuda_backend::detail::upload(std::span<const cuda_backend::primitive_kernels::chunk>(chunks));
+    cuda_backend::scratch_ptr partial = cuda_backend::allocate_scratch(sizeof(double) * (chunks.size() + 1));
+    double* partials = static_cast<double*>(partial.get());
+    cuda_backend::primitive_kernels::sum_of_squares<<<unsigned(chunks.size()), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+        static_cast<const flat_array<const T>*>(on_device.get()),
+        static_cast<const cuda_backend::primitive_kernels::chunk*>(chunk_table.get()), partials);
+    cuda_backend::primitive_kernels::sum_partials<<<1, 1024, 0, cuda_backend::stream()>>>(partials, index_t(chunks.size()),
+                                                               partials + chunks.size());
+    ATTN_CUDA_CHECK(cudaGetLastError());
+    double total = 0;
+    ATTN_CUDA_CHECK(
+        cudaMemcpyAsync(&total, partials + chunks.size(), sizeof total, cudaMemcpyDeviceToHost, cuda_backend::stream()));
+    cuda_backend::synchronize();
+    return total;
+  }
+
+  template <class T>
+  static void scale(std::span<const flat_array<T>> arrays, double factor) {
+    const auto chunks = cuda_backend::detail::chunks_of(arrays);
+    if (chunks.empty()) return;
+    const auto on_device = cuda_backend::detail::upload(arrays);
+    const auto chunk_table = cuda_backend::detail::upload(std::span<const cuda_backend::primitive_kernels::chunk>(chunks));
+    cuda_backend::primitive_kernels::scale<<<unsigned(chunks.size()), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+        static_cast<const flat_array<T>*>(on_device.get()),
+        static_cast<const cuda_backend::primitive_kernels::chunk*>(chunk_table.get()), factor);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+ private:
+  /// A block a row, rows spread over the resident blocks.
+  static unsigned grid(index_t rows) { return cuda_backend::detail::grid_for(rows * 128, 128); }
+  /// Threads for a row of `width`: a warp multiple up to 256.
+  static unsigned row_block(index_t width) {
+    return unsigned(std::min<index_t>(256, std::max<index_t>(32, (width + 31) / 32 * 32)));
+  }
+  /// Blocks for an elementwise loop over n.
+  static unsigned elements(index_t n) {
+    return cuda_backend::detail::grid_for(n, cuda_backend::primitive_kernels::block);
+  }
+};
+
+}  // namespace attn

@@ -1,0 +1,88 @@
+// Device primitives: the few operations of a Transformer that are not expressions. Gathers
+// and scatter-adds by token id, row selections and block copies (decoding's caches), masks
+// made from token ids, dropout masks, the label-smoothed loss over the vocabulary and Adam's
+// update. They are declared here once, so that `grad`, `nn`, `train` and `decode` call
+// `primitives<Device>::…` and never name a backend; each backend specialises the template
+// (cpu/primitives.hpp, cuda/attn/cuda/primitives.cuh), as it does `memory` and `executor`.
+//
+// Pointers are to Device memory unless a parameter says "host". Operations are ordered with
+// the device's other work; on the CPU they run when called, on a GPU they are enqueued.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "config.hpp"
+#include "device.hpp"
+#include "random.hpp"
+
+namespace attn {
+
+/// Elements of one array on a device, for primitives that take a list of them.
+template <class T>
+struct flat_array {
+  T* data;
+  index_t size;
+};
+
+/// What one launch of Adam updates: a parameter, its gradient and its two moments, all of
+/// `size` elements.
+template <class T>
+struct adam_tensor {
+  T* value;
+  const T* grad;
+  T* first_moment;
+  T* second_moment;
+  index_t size;
+};
+
+/// One Adam step's constants (Kingma & Ba, 2015, Algorithm 1, with the bias corrections
+/// folded into the step size and into ε's scale):
+/// m ← β1·m + (1 − β1)·g, v ← β2·v + (1 − β2)·g², θ ← θ − step_size · m / (√v · root_correction2 + ε).
+struct adam_coefficients {
+  double beta1, beta2, epsilon;
+  double step_size;         // learning rate / (1 − β1^t)
+  double root_correction2;  // 1 / √(1 − β2^t)
+};
+
+/// The sums of a label-smoothed cross-entropy over the rows that are not padding.
+struct cross_entropy_totals {
+  double nll = 0;       // Σ −log p(target)
+  double smoothed = 0;  // Σ of the smoothed cross-entropy
+  index_t tokens = 0;   // rows whose target is not padding
+};
+
+/// The primitives of a device. The members every backend provides (T float or double, Id an
+/// integer type):
+///
+///   gather_rows(out, table, rows, width, ids, count, scale)
+///       out[i, :] = table[ids[i], :] · scale for i < count; throws extent_error for an id
+///       outside [0, rows).
+///   scatter_add_rows(table, width, rows_in, ids, count, scale)
+///       table[ids[i], :] += rows_in[i, :] · scale; deterministic (no order-dependent sums).
+///   select_rows(out, in, rows, width, keep, count)          keep: host
+///       out[i, :] = in[keep[i], :]; throws extent_error for a row outside [0, rows).
+///   copy_blocks(to, to_stride, from, from_stride, block, count)
+///       count blocks of `block` elements from every from_stride-th to every to_stride-th.
+///   dropout_mask(mask, count, p, stream, start)
+///       mask[i] = (stream.uniform(start + i) ≥ p) / (1 − p): the same numbers on every device.
+///   attention_mask(bias, key_ids, sentences, queries, keys, pad, causal, masked)
+///       bias[b, q, k] = masked where key k of sentence b is `pad` (or k > q when causal), else 0.
+///   cross_entropy(logits, targets, rows, classes, smoothing, pad, probabilities, weight) → totals
+///       label-smoothed cross-entropy of every row of logits [rows, classes] against its target:
+///       writes softmax(logits) to `probabilities` and 1 (0 for padding) to weight[rows];
+///       returns the totals (on the host). Throws extent_error for a target outside [0, classes).
+///   cross_entropy_backward(gradient, targets, weight, rows, classes, smoothing, scale)
+///       in place over the probabilities: gradient = (p − q) · weight · scale, q the smoothed target.
+///   adam_step(tensors, coefficients)                        tensors: host span
+///       Adam's update of every tensor (one launch where the device allows it).
+///   fill(data, count, value)
+///       data[i] = value.
+///   sum_of_squares(arrays) → double                         arrays: host span
+///       Σ x² over every element of every array, accumulated in double (NaN or ∞ when any is).
+///   scale(arrays, factor)                                   arrays: host span
+///       x ← T(x · factor) for every element.
+template <class Device>
+struct primitives;
+
+}  // namespace attn

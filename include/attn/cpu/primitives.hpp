@@ -1,0 +1,209 @@
+// The CPU's device primitives (core/primitives.hpp): loops over rows that are not elementwise
+// expressions, threaded with the backend's OpenMP, rows vectorised through Eigen.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "../core/error.hpp"
+#include "../core/primitives.hpp"
+#include "../core/random.hpp"
+#include "eigen.hpp"
+#include "threads.hpp"
+
+namespace attn {
+
+template <>
+struct primitives<cpu> {
+  /// out[i, :] = table[ids[i], :] · scale for i < count; every id must lie in [0, rows).
+  template <class T, class Id>
+  static void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, T scale) {
+    for (index_t i = 0; i < count; ++i) {
+      if (ids[i] < 0 || ids[i] >= rows)
+        throw extent_error("attn::embedding", "vocab",
+                           "has extent " + std::to_string(rows) + ", but token id " + std::to_string(ids[i]) +
+                               " was given at position " + std::to_string(i));
+    }
+    cpu_backend::parallel_for(count, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) {
+        const T* from = table + static_cast<index_t>(ids[i]) * width;
+        T* to = out + i * width;
+        for (index_t c = 0; c < width; ++c) to[c] = from[c] * scale;
+      }
+    });
+  }
+
+  /// table[ids[i], :] += rows_in[i, :] · scale. Threads split the columns, so no two threads
+  /// ever add to the same element and the sums do not depend on the thread count.
+  template <class T, class Id>
+  static void scatter_add_rows(T* table, index_t width, const T* rows_in, const Id* ids, index_t count, T scale) {
+    cpu_backend::parallel_for(width, 16, 64, [&](index_t begin, index_t end) {
+      for (index_t i = 0; i < count; ++i) {
+        T* to = table + static_cast<index_t>(ids[i]) * width;
+        const T* from = rows_in + i * width;
+        for (index_t c = begin; c < end; ++c) to[c] += from[c] * scale;
+      }
+    });
+  }
+
+  /// out[i, :] = in[keep[i], :] for i < count: the rows that go on, in their new order (beam
+  /// search keeps some hypotheses, drops others and copies the best).
+  template <class T>
+  static void select_rows(T* out, const T* in, index_t rows, index_t width, const index_t* keep, index_t count) {
+    check_rows(keep, count, rows);
+    cpu_backend::parallel_for(count, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) std::copy_n(in + keep[i] * width, width, out + i * width);
+    });
+  }
+
+  /// Copies `count` blocks of `block` elements from every `from_stride`-th element of `from` to
+  /// every `to_stride`-th of `to`: writing one position into a [rows, heads, capacity, depth] cache.
+  template <class T>
+  static void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count) {
+    for (index_t i = 0; i < count; ++i) std::copy_n(from + i * from_stride, block, to + i * to_stride);
+  }
+
+  /// mask[i] = keep / (1 − p) with keep = (uniform ≥ p), from numbers start, start + 1, … of
+  /// the stream: inverted dropout, whose expected value is 1.
+  template <class T>
+  static void dropout_mask(T* mask, index_t count, double p, const random_stream& stream, std::uint64_t start) {
+    const T kept = static_cast<T>(1.0 / (1.0 - p));
+    cpu_backend::parallel_for(count, 64, 4096, [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i)
+        mask[i] = stream.uniform(start + static_cast<std::uint64_t>(i)) >= p ? kept : T{0};
+    });
+  }
+
+  /// bias[b, q, k] = masked where key k of sentence b is padding (or lies after q, causal).
+  template <class T, class Id>
+  static void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
+                             bool causal, T masked) {
+    for (index_t b = 0; b < sentences; ++b)
+      for (index_t q = 0; q < queries; ++q) {
+        T* row = bias + (b * queries + q) * keys;
+        const Id* ids = key_ids + b * keys;
+        for (index_t k = 0; k < keys; ++k) row[k] = (ids[k] == pad || (causal && k > q)) ? masked : T{0};
+      }
+  }
+
+  /// The label-smoothed cross-entropy of every row (core/primitives.hpp): one pass over each
+  /// row for its maximum, one writing exp(x − max) and summing it, one scaling to softmax.
+  template <class T, class Id>
+  static cross_entropy_totals cross_entropy(const T* logits, const Id* targets, index_t rows, index_t classes,
+                                            double smoothing, Id pad, T* probabilities, T* weight) {
+    for (index_t r = 0; r < rows; ++r) {
+      if (targets[r] != pad && (targets[r] < 0 || targets[r] >= classes))
+        throw extent_error("attn::train::cross_entropy", "vocab",
+                           "has extent " + std::to_string(classes) + ", but target id " + std::to_string(targets[r]) +
+                               " was given at position " + std::to_string(r));
+    }
+    using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    std::vector<double> nll(static_cast<std::size_t>(rows)), smoothed(static_cast<std::size_t>(rows));
+    cpu_backend::parallel_for(rows, 1, std::max<index_t>(1, 16384 / std::max<index_t>(1, classes)),
+                              [&](index_t begin, index_t end) {
+                                for (index_t r = begin; r < end; ++r) {
+                                  const Eigen::Map<const row_array> x(logits + r * classes, classes);
+                                  Eigen::Map<row_array> p(probabilities + r * classes, classes);
+                                  const T row_max = x.maxCoeff();
+                                  p = (x - row_max).exp();
+                                  const T total = p.sum();
+                                  p *= T{1} / total;
+                                  const auto at = static_cast<std::size_t>(r);
+                                  if (targets[r] == pad) {
+                                    weight[r] = T{0};
+                                    nll[at] = smoothed[at] = 0;
+                                    continue;
+                                  }
+                                  weight[r] = T{1};
+                                  const double log_sum = std::log(double(total)) + double(row_max);
+                                  const double log_p_target = double(x[static_cast<index_t>(targets[r])]) - log_sum;
+                                  const double mean_log_p = double(x.sum()) / double(classes) - log_sum;
+                                  nll[at] = -log_p_target;
+                                  smoothed[at] = -((1.0 - smoothing) * log_p_target + smoothing * mean_log_p);
+                                }
+                              });
+    cross_entropy_totals totals;
+    for (index_t r = 0; r < rows; ++r) {  // in row order: the same sums for any thread count
+      totals.nll += nll[static_cast<std::size_t>(r)];
+      totals.smoothed += smoothed[static_cast<std::size_t>(r)];
+      totals.tokens += targets[r] != pad;
+    }
+    return totals;
+  }
+
+  /// gradient = (p − q) · weight · scale in place, q = (1 − ε)·onehot(target) + ε/classes.
+  template <class T, class Id>
+  static void cross_entropy_backward(T* gradient, const Id* targets, const T* weight, index_t rows, index_t classes,
+                                     double smoothing, T scale) {
+    using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    const T uniform_share = T(smoothing / double(classes));
+    cpu_backend::parallel_for(rows, 1, std::max<index_t>(1, 16384 / std::max<index_t>(1, classes)),
+                              [&](index_t begin, index_t end) {
+                                for (index_t r = begin; r < end; ++r) {
+                                  Eigen::Map<row_array> g(gradient + r * classes, classes);
+                                  const T row_scale = weight[r] * scale;
+                                  if (row_scale == T{0}) {
+                                    g.setZero();
+                                    continue;
+                                  }
+                                  g = (g - uniform_share) * row_scale;
+                                  g[static_cast<index_t>(targets[r])] -= T(1.0 - smoothing) * row_scale;
+                                }
+                              });
+  }
+
+  /// Adam's update of every tensor, each split over the threads.
+  template <class T>
+  static void adam_step(std::span<const adam_tensor<T>> tensors, const adam_coefficients& c) {
+    const T b1 = T(c.beta1), b2 = T(c.beta2), rest1 = T(1 - c.beta1), rest2 = T(1 - c.beta2);
+    const T step_size = T(c.step_size), root_correction2 = T(c.root_correction2), epsilon = T(c.epsilon);
+    for (const adam_tensor<T>& t : tensors) {
+      cpu_backend::parallel_for(t.size, 16, 1 << 14, [&](index_t begin, index_t end) {
+        for (index_t j = begin; j < end; ++j) {
+          const T g = t.grad[j];
+          T& m = t.first_moment[j];
+          T& v = t.second_moment[j];
+          m = b1 * m + rest1 * g;
+          v = b2 * v + rest2 * g * g;
+          t.value[j] -= step_size * m / (std::sqrt(v) * root_correction2 + epsilon);
+        }
+      });
+    }
+  }
+
+  template <class T>
+  static void fill(T* data, index_t count, T value) {
+    std::fill(data, data + count, value);
+  }
+
+  /// In array order, one element after another: the same sum for any thread count.
+  template <class T>
+  static double sum_of_squares(std::span<const flat_array<const T>> arrays) {
+    double squares = 0;
+    for (const auto& a : arrays)
+      for (index_t i = 0; i < a.size; ++i) squares += double(a.data[i]) * double(a.data[i]);
+    return squares;
+  }
+
+  template <class T>
+  static void scale(std::span<const flat_array<T>> arrays, double factor) {
+    for (const auto& a : arrays)
+      for (index_t i = 0; i < a.size; ++i) a.data[i] = T(double(a.data[i]) * factor);
+  }
+
+ private:
+  static index_t rows_per_piece(index_t width) { return std::max<index_t>(1, 4096 / std::max<index_t>(1, width)); }
+
+  static void check_rows(const index_t* keep, index_t count, index_t rows) {
+    for (index_t i = 0; i < count; ++i) {
+      if (keep[i] < 0 || keep[i] >= rows)
+        throw extent_error("attn::select_rows", "rows",
+                           "has extent " + std::to_string(rows) + ", but row " + std::to_string(keep[i]) + " was kept");
+    }
+  }
+};
+
+}  // namespace attn

@@ -1,0 +1,71 @@
+// A few training steps of a small Transformer (forward, label-smoothed loss, backward, Adam,
+// dropout on), written once over the device: model_step_cpu.cpp instantiates it for the CPU
+// (g++, Eigen), model_test.cu for the GPU (nvcc), and the test compares the two.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <attn/core.hpp>
+#include <attn/nn.hpp>
+#include <attn/train/adam.hpp>
+#include <attn/train/loss.hpp>
+
+namespace model_step {
+
+/// Two layers, d_model 32, 4 heads, d_ff 64.
+struct small_config : attn::nn::config<attn::nn::widths<32, 64, 4, 8, 8>, 2> {};
+
+struct result {
+  std::vector<double> losses;       // the loss of every step
+  std::vector<float> parameters;    // every parameter after the last step, in list order
+  std::vector<float> first_logits;  // the first step's logits
+};
+
+/// `steps` steps on fixed batches of a 23-token vocabulary (token 0 padding), from seed 7.
+template <class Device>
+result train(int steps, double dropout) {
+  using namespace attn;
+  using nn::batch, nn::src, nn::tgt, nn::token;
+  nn::hyperparameters h = nn::defaults<small_config>();
+  h.dropout = dropout;
+  nn::transformer<float, small_config, Device> model(23, 7, 0, h);
+  auto parameters = model.parameters();
+  train::adam<float, Device> optimizer(parameters);
+  tensor<token, shape<batch, src>> source(3, 6);
+  tensor<token, shape<batch, tgt>> input(3, 5), output(3, 5);
+  for (index_t b = 0; b < 3; ++b) {
+    for (index_t i = 0; i < 6; ++i) source(b, i) = i < 6 - b ? token(1 + (b * 7 + i * 3) % 22) : 0;
+    for (index_t i = 0; i < 5; ++i) {
+      input(b, i) = i == 0 ? 1 : token(1 + (b * 5 + i * 11) % 22);
+      output(b, i) = i < 5 - b ? token(1 + (b * 5 + (i + 1) * 11) % 22) : 0;
+    }
+  }
+  const auto device_source = to_device<Device>(source);
+  const auto device_input = to_device<Device>(input);
+  const auto device_output = to_device<Device>(output);
+  result r;
+  random_stream dropout_numbers(11);
+  for (int step = 1; step <= steps; ++step) {
+    grad::tape tape;
+    nn::context ctx{&tape, &dropout_numbers, nullptr};
+    const auto logits = model(ctx, device_source, device_input);
+    if (step == 1) {
+      const auto host = to_host(logits.value());
+      r.first_logits.assign(host.data(), host.data() + host.size());
+    }
+    const auto loss = train::cross_entropy(&tape, logits, device_output, 0.1, token{0});
+    r.losses.push_back(loss.smoothed / double(loss.tokens));
+    grad::backward(tape, loss.loss);
+    optimizer.step(train::noam_rate(32, step, 4));
+    parameters.zero_grad();
+  }
+  for (const auto& p : parameters.refs()) {
+    std::vector<float> host(static_cast<std::size_t>(p.size));
+    memory<Device>::copy_to_host(host.data(), p.value, host.size() * sizeof(float));
+    r.parameters.insert(r.parameters.end(), host.begin(), host.end());
+  }
+  return r;
+}
+
+}  // namespace model_step

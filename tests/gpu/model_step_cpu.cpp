@@ -1,0 +1,6 @@
+// model_step::train on the CPU, for model_test.cu to compare the GPU's steps with.
+#include <attn/cpu.hpp>
+
+#include "model_step.hpp"
+
+template model_step::result model_step::train<attn::cpu>(int, double);

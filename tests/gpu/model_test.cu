@@ -1,0 +1,54 @@
+// Whole training steps of a small Transformer on the GPU against the same steps on the CPU:
+// the first logits, every step's loss (dropout on: both devices draw the same masks from the
+// counter-based stream) and every parameter after three Adam steps.
+#include "gpu_test.cuh"
+#include "model_step.hpp"
+
+// Compiled by g++ in model_step_cpu.cpp, with the CPU backend that .cu files leave out.
+extern template model_step::result model_step::train<attn::cpu>(int, double);
+
+#include <cmath>
+#include <string>
+
+namespace {
+
+using namespace gpu_test;
+
+/// ‖a − b‖ / ‖b‖.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    norm += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(diff / norm);
+}
+
+void compare_steps(double dropout) {
+  const std::string tag = dropout > 0 ? " (dropout 0.1)" : " (no dropout)";
+  const auto gpu = model_step::train<attn::cuda>(3, dropout);
+  const auto cpu = model_step::train<attn::cpu>(3, dropout);
+  const double logits_error = relative_error(gpu.first_logits, cpu.first_logits);
+  expect(gpu.first_logits.size() == cpu.first_logits.size() && logits_error < 1e-5, "first logits" + tag,
+         "relative error " + std::to_string(logits_error));
+  for (std::size_t s = 0; s < cpu.losses.size(); ++s)
+    expect(std::abs(gpu.losses[s] - cpu.losses[s]) < 1e-4 * std::abs(cpu.losses[s]),
+           "loss of step " + std::to_string(s + 1) + tag,
+           std::to_string(gpu.losses[s]) + " vs CPU " + std::to_string(cpu.losses[s]));
+  const double parameter_error = relative_error(gpu.parameters, cpu.parameters);
+  expect(gpu.parameters.size() == cpu.parameters.size() && parameter_error < 1e-4, "parameters after 3 steps" + tag,
+         "relative error " + std::to_string(parameter_error));
+}
+
+}  // namespace
+
+int main() {
+  if (const int skip = skip_without_device()) return skip;
+  try {
+    compare_steps(0.0);
+    compare_steps(0.1);
+  } catch (const std::exception& e) {
+    fail("unexpected exception", e.what());
+  }
+  return finish();
+}

@@ -1,0 +1,281 @@
+// The device primitives (core/primitives.hpp) against plain host loops: gathers and
+// scatter-adds by id, row selection, block copies, dropout and attention masks, the
+// label-smoothed loss and its gradient, Adam, norms and fills; odd and size-1 extents,
+// sentinel-guarded outputs, and the errors for bad ids. Built by nvcc for the GPU (suite gpu)
+// and as C++ against the CPU backend (primitives_test_host.cpp, suite unit), so that the
+// references are checked wherever the tests run.
+#include "gpu_test.cuh"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace gpu_test;
+using attn::extents;
+using attn::shape;
+using prims = attn::primitives<device>;
+
+using rows_dim = attn::dim<"rows">;
+using width_dim = attn::dim<"width">;
+using count_dim = attn::dim<"count">;
+using matrix = shape<rows_dim, width_dim>;
+using list = shape<count_dim>;
+using token = std::int32_t;
+
+template <class T>
+std::string type_name() {
+  return std::is_same_v<T, float> ? "float" : "double";
+}
+
+std::string sizes_text(index_t a, index_t b) { return "[" + std::to_string(a) + "," + std::to_string(b) + "]"; }
+
+/// ids in [0, vocabulary), with repeats.
+attn::tensor<token, list, attn::cpu> random_ids(index_t count, index_t vocabulary) {
+  return random_host<token>(extents<list>(count), 0, double(vocabulary - 1));
+}
+
+template <class T>
+void gather_and_scatter(index_t vocabulary, index_t width, index_t count) {
+  const std::string tag = type_name<T>() + " " + sizes_text(vocabulary, width) + " x" + std::to_string(count);
+  const auto table = random_host<T>(extents<matrix>(vocabulary, width));
+  const auto ids = random_ids(count, vocabulary);
+  const T scale = T(1.5);
+  const auto device_table = upload(table);
+  const auto device_ids = upload(ids);
+
+  guarded<T, matrix> out(extents<matrix>(count, width));
+  prims::gather_rows(out.view().data(), device_table.data(), vocabulary, width, device_ids.data(), count, scale);
+  compare_guarded("gather_rows " + tag, out, reference(extents<matrix>(count, width), [&](auto i) {
+                    return double(table.data()[ids.data()[i[0]] * width + i[1]] * scale);
+                  }));
+
+  // The sum of each row's contributions in position order, from the table's old values.
+  const auto rows_in = random_host<T>(extents<matrix>(count, width));
+  auto expected = table;
+  for (index_t i = 0; i < count; ++i)
+    for (index_t c = 0; c < width; ++c)
+      expected.data()[ids.data()[i] * width + c] += rows_in.data()[i * width + c] * scale;
+  auto device_sums = upload(table);
+  prims::scatter_add_rows(device_sums.data(), width, upload(rows_in).data(), device_ids.data(), count, scale);
+  const auto sums = download(device_sums);
+  bool same = true;
+  for (index_t i = 0; i < sums.size(); ++i) same = same && sums.data()[i] == expected.data()[i];
+  expect(same, "scatter_add_rows " + tag, "bit for bit the host's sums in position order");
+}
+
+void bad_ids() {
+  const auto table = upload(random_host<float>(extents<matrix>(5, 3)));
+  auto ids = random_ids(4, 5);
+  ids.data()[2] = 5;
+  const auto device_ids = upload(ids);
+  attn::tensor<float, matrix, device> out(extents<matrix>(4, 3));
+  std::string message;
+  try {
+    prims::gather_rows(out.data(), table.data(), 5, 3, device_ids.data(), 4, 1.0f);
+  } catch (const attn::extent_error& e) {
+    message = e.what();
+  }
+  expect(message.find("token id 5 was given at position 2") != std::string::npos, "gather_rows refuses id 5 of 5",
+         message);
+}
+
+template <class T>
+void select_and_copy() {
+  const index_t rows = 6, width = 37;
+  const auto in = random_host<T>(extents<matrix>(rows, width));
+  const std::vector<index_t> keep = {5, 0, 0, 3};
+  guarded<T, matrix> out(extents<matrix>(index_t(keep.size()), width));
+  prims::select_rows(out.view().data(), upload(in).data(), rows, width, keep.data(), index_t(keep.size()));
+  compare_guarded("select_rows " + type_name<T>(), out,
+                  reference(extents<matrix>(index_t(keep.size()), width),
+                            [&](auto i) { return double(in.data()[keep[std::size_t(i[0])] * width + i[1]]); }));
+
+  // Blocks of 5 from every 37th element into every 11th of [6, 11].
+  guarded<T, shape<rows_dim, attn::dim<"eleven">>> to(extents<shape<rows_dim, attn::dim<"eleven">>>(rows, 11));
+  const auto device_in = upload(in);
+  prims::fill(to.view().data(), rows * 11, T{-2});
+  prims::copy_blocks(to.view().data(), 11, device_in.data() + 3, width, 5, rows);
+  compare_guarded("copy_blocks " + type_name<T>(), to,
+                  reference(extents<shape<rows_dim, attn::dim<"eleven">>>(rows, 11), [&](auto i) {
+                    return i[1] < 5 ? double(in.data()[i[0] * width + 3 + i[1]]) : -2.0;
+                  }));
+}
+
+template <class T>
+void masks() {
+  const attn::random_stream stream(17);
+  for (const index_t n : {index_t{1}, index_t{1000}, index_t{70001}}) {
+    guarded<T, list> mask{extents<list>(n)};
+    prims::dropout_mask(mask.view().data(), n, 0.3, stream, 12345);
+    compare_guarded("dropout_mask " + type_name<T>() + " n=" + std::to_string(n), mask,
+                    reference(extents<list>(n), [&](auto i) {
+                      return stream.uniform(12345 + std::uint64_t(i[0])) >= 0.3 ? double(T(1.0 / 0.7)) : 0.0;
+                    }),
+                    0.0);
+  }
+  using bias_shape = shape<attn::dim<"b">, attn::dim<"q">, attn::dim<"k">>;
+  const index_t sentences = 3, keys = 7;
+  auto ids = random_ids(sentences * keys, 4);  // id 0 is padding: some of every kind
+  const auto device_ids = upload(ids);
+  for (const bool causal : {false, true}) {
+    const index_t queries = causal ? keys : 2;
+    guarded<T, bias_shape> bias(extents<bias_shape>(sentences, queries, keys));
+    prims::attention_mask(bias.view().data(), device_ids.data(), sentences, queries, keys, token{0}, causal, T(-1e9));
+    compare_guarded(std::string("attention_mask ") + (causal ? "causal " : "padding ") + type_name<T>(), bias,
+                    reference(extents<bias_shape>(sentences, queries, keys), [&](auto i) {
+                      const bool hidden = ids.data()[i[0] * keys + i[2]] == 0 || (causal && i[2] > i[1]);
+                      return hidden ? double(T(-1e9)) : 0.0;
+                    }),
+                    0.0);
+  }
+}
+
+template <class T>
+void cross_entropy(index_t rows, index_t classes) {
+  const std::string tag = type_name<T>() + " " + sizes_text(rows, classes);
+  const double smoothing = 0.1;
+  const token pad = 0;
+  const auto logits = random_host<T>(extents<matrix>(rows, classes), -4.0, 4.0);
+  auto targets = random_ids(rows, classes);
+  if (rows > 1) targets.data()[rows - 1] = pad;
+
+  // Reference in double.
+  std::vector<double> p(static_cast<std::size_t>(rows * classes)), weight(static_cast<std::size_t>(rows));
+  double nll = 0, smoothed = 0;
+  index_t tokens = 0;
+  for (index_t r = 0; r < rows; ++r) {
+    const T* x = logits.data() + r * classes;
+    double row_max = x[0], total = 0, sum = 0;
+    for (index_t c = 0; c < classes; ++c) row_max = std::max(row_max, double(x[c]));
+    for (index_t c = 0; c < classes; ++c) sum += std::exp(double(x[c]) - row_max), total += double(x[c]);
+    for (index_t c = 0; c < classes; ++c) p[std::size_t(r * classes + c)] = std::exp(double(x[c]) - row_max) / sum;
+    const token target = targets.data()[r];
+    weight[std::size_t(r)] = target == pad ? 0.0 : 1.0;
+    if (target == pad) continue;
+    const double log_sum = std::log(sum) + row_max;
+    const double log_p = double(x[target]) - log_sum;
+    nll -= log_p;
+    smoothed -= (1 - smoothing) * log_p + smoothing * (total / double(classes) - log_sum);
+    ++tokens;
+  }
+
+  guarded<T, matrix> probabilities(extents<matrix>(rows, classes));
+  guarded<T, list> weights{extents<list>(rows)};
+  const auto device_targets = upload(targets);
+  const auto totals = prims::cross_entropy(upload(logits).data(), device_targets.data(), rows, classes, smoothing, pad,
+                                           probabilities.view().data(), weights.view().data());
+  compare_guarded("cross_entropy probabilities " + tag, probabilities, p);
+  compare_guarded("cross_entropy weight " + tag, weights, weight, 0.0);
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  expect(totals.tokens == tokens && std::abs(totals.nll - nll) <= tolerance * std::abs(nll) + 1e-9 &&
+             std::abs(totals.smoothed - smoothed) <= tolerance * std::abs(smoothed) + 1e-9,
+         "cross_entropy totals " + tag,
+         "nll " + std::to_string(totals.nll) + " vs " + std::to_string(nll) + ", smoothed " +
+             std::to_string(totals.smoothed) + " vs " + std::to_string(smoothed) + ", tokens " +
+             std::to_string(totals.tokens) + " vs " + std::to_string(tokens));
+
+  // The gradient, in place over the probabilities.
+  const T scale = T(0.25);
+  prims::cross_entropy_backward(probabilities.view().data(), device_targets.data(), weights.view().data(), rows,
+                                classes, smoothing, scale);
+  compare_guarded("cross_entropy_backward " + tag, probabilities,
+                  reference(extents<matrix>(rows, classes), [&](auto i) {
+                    const double w = weight[std::size_t(i[0])] * double(scale);
+                    const double q = (i[1] == targets.data()[i[0]] ? 1 - smoothing : 0.0) + smoothing / double(classes);
+                    return (p[std::size_t(i[0] * classes + i[1])] - q) * w;
+                  }));
+}
+
+void bad_target() {
+  auto targets = random_ids(3, 5);
+  targets.data()[1] = 9;
+  const auto logits = upload(random_host<float>(extents<matrix>(3, 5)));
+  attn::tensor<float, matrix, device> p(extents<matrix>(3, 5));
+  attn::tensor<float, list, device> w(extents<list>(3));
+  std::string message;
+  try {
+    prims::cross_entropy(logits.data(), upload(targets).data(), 3, 5, 0.1, token{-1}, p.data(), w.data());
+  } catch (const attn::extent_error& e) {
+    message = e.what();
+  }
+  expect(message.find("target id 9 was given at position 1") != std::string::npos, "cross_entropy refuses target 9",
+         message);
+}
+
+template <class T>
+void adam_and_norms() {
+  const std::vector<index_t> sizes = {1, 70001, 5};  // one tensor spans two chunks of a launch
+  std::vector<attn::tensor<T, list, attn::cpu>> host[4];  // value, grad, m, v
+  std::vector<attn::tensor<T, list, device>> on_device[4];
+  for (int k = 0; k < 4; ++k)
+    for (const index_t n : sizes) {
+      host[k].push_back(random_host<T>(extents<list>(n), k == 3 ? 0.0 : -1.0, 1.0));
+      on_device[k].push_back(upload(host[k].back()));
+    }
+  const attn::adam_coefficients c{0.9, 0.98, 1e-9, 0.003 / (1 - 0.9 * 0.9), 1 / std::sqrt(1 - 0.98 * 0.98)};
+  std::vector<attn::adam_tensor<T>> tensors;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    tensors.push_back({on_device[0][i].data(), on_device[1][i].data(), on_device[2][i].data(), on_device[3][i].data(),
+                       sizes[i]});
+  prims::adam_step(std::span<const attn::adam_tensor<T>>(tensors), c);
+  bool same = true;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const auto value = download(on_device[0][i]);
+    for (index_t j = 0; j < sizes[i]; ++j) {
+      // The host's order of operations, each rounded to T (cpu/primitives.hpp).
+      const T g = host[1][i].data()[j];
+      const T m = T(c.beta1) * host[2][i].data()[j] + T(1 - c.beta1) * g;
+      const T v = T(c.beta2) * host[3][i].data()[j] + T(1 - c.beta2) * g * g;
+      const T expected = host[0][i].data()[j] -
+                         T(c.step_size) * m / (std::sqrt(v) * T(c.root_correction2) + T(c.epsilon));
+      same = same && value.data()[j] == expected;
+    }
+  }
+  expect(same, "adam_step " + type_name<T>() + " (3 tensors, 70007 elements)", "bit for bit the host's update");
+
+  std::vector<attn::flat_array<const T>> arrays;
+  double expected = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    arrays.push_back({on_device[1][i].data(), sizes[i]});
+    for (index_t j = 0; j < sizes[i]; ++j) expected += double(host[1][i].data()[j]) * double(host[1][i].data()[j]);
+  }
+  const double squares = prims::sum_of_squares(std::span<const attn::flat_array<const T>>(arrays));
+  expect(std::abs(squares - expected) <= 1e-12 * expected, "sum_of_squares " + type_name<T>(),
+         std::to_string(squares) + " vs " + std::to_string(expected));
+
+  std::vector<attn::flat_array<T>> scaled = {{on_device[1][1].data(), sizes[1]}};
+  prims::scale(std::span<const attn::flat_array<T>>(scaled), 0.5);
+  compare("scale " + type_name<T>(), download(on_device[1][1]),
+          reference(extents<list>(sizes[1]), [&](auto i) { return double(T(double(host[1][1].data()[i[0]]) * 0.5)); }),
+          0.0);
+}
+
+template <class T>
+void all_of_type() {
+  for (const index_t vocabulary : {index_t{1}, index_t{7}})
+    for (const index_t width : {index_t{1}, index_t{33}, index_t{512}})
+      for (const index_t count : {index_t{1}, index_t{17}}) gather_and_scatter<T>(vocabulary, width, count);
+  gather_and_scatter<T>(50, 64, 3000);  // many repeats of each id
+  select_and_copy<T>();
+  masks<T>();
+  for (const index_t rows : {index_t{1}, index_t{5}})
+    for (const index_t classes : {index_t{1}, index_t{3}, index_t{1000}, index_t{5003}}) cross_entropy<T>(rows, classes);
+  adam_and_norms<T>();
+}
+
+}  // namespace
+
+int main() {
+  if (const int skip = skip_without_device()) return skip;
+  try {
+    all_of_type<float>();
+    all_of_type<double>();
+    bad_ids();
+    bad_target();
+  } catch (const std::exception& e) {
+    fail("unexpected exception", e.what());
+  }
+  return finish();
+}
