@@ -166,6 +166,10 @@ int train(const options& o, train::communicator& comm) {
 
   nn::hyperparameters hyper;
   const compiled_model& model = choose_model(o, hyper);
+  if (o.device.cuda && model.train_cuda == nullptr)
+    throw std::runtime_error(std::string("the widths of ") + model.name + " are not compiled for CUDA (the presets are)");
+  if (o.device.cuda && comm.size() > 1)
+    throw std::runtime_error("--device cuda trains in one process for now: several GPUs need NCCL");
   // Line counts and UTF-8 are checked before minutes go into a vocabulary.
   const auto train_text = train::read_parallel(o.source, o.target);
   std::optional<train::parallel_text> valid_text;
@@ -183,7 +187,7 @@ int train(const options& o, train::communicator& comm) {
     if (s.leader()) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
     return 128 + signal;
   }
-  return model.train(s);
+  return o.device.cuda ? model.train_cuda(s) : model.train(s);
 }
 
 }  // namespace

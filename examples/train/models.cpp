@@ -13,15 +13,27 @@ namespace attn::trainer {
 
 #if defined(ATTN_MODEL_TINY)
 int train_tiny(session&);
+#if defined(ATTN_EXAMPLES_CUDA)
+int train_tiny_cuda(session&);
+#endif
 #endif
 #if defined(ATTN_MODEL_SMALL)
 int train_small(session&);
+#if defined(ATTN_EXAMPLES_CUDA)
+int train_small_cuda(session&);
+#endif
 #endif
 #if defined(ATTN_MODEL_BASE)
 int train_base(session&);
+#if defined(ATTN_EXAMPLES_CUDA)
+int train_base_cuda(session&);
+#endif
 #endif
 #if defined(ATTN_MODEL_BIG)
 int train_big(session&);
+#if defined(ATTN_EXAMPLES_CUDA)
+int train_big_cuda(session&);
+#endif
 #endif
 #if defined(ATTN_TRAINER_TABLE3)
 int train_table3_a_1(session&);
@@ -36,19 +48,25 @@ int train_table3_c_ff1024(session&);
 int train_table3_c_ff4096(session&);
 #endif
 
+#if defined(ATTN_EXAMPLES_CUDA)
+#define ATTN_CUDA_OR_NULL(f) f
+#else
+#define ATTN_CUDA_OR_NULL(f) nullptr
+#endif
+
 std::span<const compiled_model> compiled_models() {
   static const compiled_model models[] = {
 #if defined(ATTN_MODEL_TINY)
-      {"tiny", widths_of<nn::tiny>(), train_tiny},
+      {"tiny", widths_of<nn::tiny>(), train_tiny, ATTN_CUDA_OR_NULL(train_tiny_cuda)},
 #endif
 #if defined(ATTN_MODEL_SMALL)
-      {"small", widths_of<nn::small>(), train_small},
+      {"small", widths_of<nn::small>(), train_small, ATTN_CUDA_OR_NULL(train_small_cuda)},
 #endif
 #if defined(ATTN_MODEL_BASE)
-      {"base", widths_of<nn::base>(), train_base},
+      {"base", widths_of<nn::base>(), train_base, ATTN_CUDA_OR_NULL(train_base_cuda)},
 #endif
 #if defined(ATTN_MODEL_BIG)
-      {"big", widths_of<nn::big>(), train_big},
+      {"big", widths_of<nn::big>(), train_big, ATTN_CUDA_OR_NULL(train_big_cuda)},
 #endif
 #if defined(ATTN_TRAINER_TABLE3)
       {"table3.a_1", widths_of<nn::table3::a_1>(), train_table3_a_1},

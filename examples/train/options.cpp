@@ -96,6 +96,20 @@ options parse(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->group(run);
   app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")->capture_default_str()->group(run);
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, or cuda[:N] for GPU N (a CUDA build of attn-train; docs/gpu.md)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              examples::parse_device(text);
+              return std::string();
+            } catch (const std::exception& e) {
+              return std::string(e.what());
+            }
+          },
+          "cpu|cuda[:N]", "device"))
+      ->group(run);
   app.add_option("--threads", o.threads, "threads per process (0: OpenMP's default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024))
@@ -126,7 +140,9 @@ options parse(int argc, char** argv) {
       "Compiled widths (d_model, d_ff, h, d_k, d_v): tiny (128, 512, 4, 32, 32), small (256, 1024, 4, 64, 64),\n"
       "base (512, 2048, 8, 64, 64), big (1024, 4096, 16, 64, 64); builds with -Dtrainer_table3=true add the\n"
       "widths of Table 3, rows A-C.\n"
-      "Exit status: 0 done, 1 error, 2 bad command line, 3 stopped after --max-bad-steps non-finite steps,\n"
+      "--device cuda trains on a GPU with the same numbers as on the CPU (to rounding); checkpoints do not\n"
+      "depend on the device: a run resumes on either.\n"
+      "Exit status: 0 done, 1 error, 2 bad command line (or --device cuda without a CUDA build or GPU), 3 stopped after --max-bad-steps non-finite steps,\n"
       "130/143 stopped by SIGINT/SIGTERM (after saving a checkpoint).");
 
   try {
@@ -140,6 +156,13 @@ options parse(int argc, char** argv) {
   if (o.valid_source.empty() != o.valid_target.empty()) {
     std::cerr << "attn-train: --valid-src and --valid-tgt go together\n";
     std::exit(2);
+  }
+  o.device = examples::parse_device(device);
+  if (o.device.cuda) {
+    if (const std::string missing = examples::use_cuda_device(o.device.index); !missing.empty()) {
+      std::cerr << "attn-train: --device " << device << ": " << missing << "\n";
+      std::exit(2);
+    }
   }
   return o;
 }

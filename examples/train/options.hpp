@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/device.hpp"
+
 namespace attn::trainer {
 
 struct options {
@@ -37,6 +39,7 @@ struct options {
   double max_minutes = 0;   // 0: no wall-clock budget
   std::uint64_t seed = 1;
   int threads = 0;  // 0: OpenMP's default
+  examples::device_choice device;  // --device: cpu, cuda[:N]
   long valid_every = 1000, save_every = 1000, log_every = 100;
   int keep = 5;  // checkpoints kept (attn-average averages the last few)
   bool resume = false;

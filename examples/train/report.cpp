@@ -58,6 +58,7 @@ void metrics_log::train(const step_report& r) {
                       {"tokens", r.target_tokens},
                       {"tokens_per_s", r.tokens_per_second},
                       {"elapsed_s", r.elapsed_seconds}};
+  if (r.peak_device_mib > 0) j["peak_device_mib"] = r.peak_device_mib;
   out_ << j.dump() << '\n' << std::flush;
 }
 
@@ -98,8 +99,11 @@ void progress::end_line() {
 void progress::train(const step_report& r) {
   if (!terminal_ && r.step % log_every_ != 0 && r.step != max_steps_) return;
   char line[256];
-  std::snprintf(line, sizeof line, "step %ld/%ld | loss %.3f | ppl %.2f | lr %.2e | %.0f tok/s | %s elapsed | ETA %s",
-                r.step, max_steps_, r.loss, r.perplexity, r.learning_rate, r.tokens_per_second,
+  char memory[48] = "";
+  if (r.peak_device_mib > 0) std::snprintf(memory, sizeof memory, " | peak %.0f MiB", r.peak_device_mib);
+  std::snprintf(line, sizeof line,
+                "step %ld/%ld | loss %.3f | ppl %.2f | lr %.2e | %.0f tok/s%s | %s elapsed | ETA %s", r.step,
+                max_steps_, r.loss, r.perplexity, r.learning_rate, r.tokens_per_second, memory,
                 format_duration(elapsed()).c_str(), eta(r.step).c_str());
   if (terminal_) {
     std::cerr << "\r\033[K" << line << std::flush;

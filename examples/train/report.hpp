@@ -22,6 +22,7 @@ struct step_report {
   double target_tokens = 0;
   double tokens_per_second = 0;
   double elapsed_seconds = 0;
+  double peak_device_mib = 0;  // --device cuda: the most device memory in use so far; 0 on the CPU
 };
 
 /// OUT/metrics.jsonl: one JSON object a line, {"kind": "train" | "valid" | "skipped", "step": …}.

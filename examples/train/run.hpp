@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <attn/cpu.hpp>
+#include <attn/core.hpp>
 #include <attn/grad.hpp>
 #include <attn/nn.hpp>
 #include <attn/train/adam.hpp>
@@ -20,6 +20,7 @@
 #include <attn/train/clip.hpp>
 #include <attn/train/loss.hpp>
 
+#include "../common/device.hpp"
 #include "checkpoints.hpp"
 #include "report.hpp"
 #include "session.hpp"
@@ -62,7 +63,9 @@ inline random_stream dropout_stream(std::uint64_t seed, std::uint64_t batch) {
   return random_stream(seed ^ 0x5eed'd50b'0d0a'7e11ULL, batch << 40);
 }
 
-template <class C>
+/// The training loop on Device (a backend header, attn/cpu.hpp or attn/cuda/cuda.cuh, is
+/// included before this one). Batches are made on the host and copied to the device.
+template <class C, class Device>
 int run(session& s) {
   using T = float;
   const options& o = s.opts;
@@ -72,10 +75,10 @@ int run(session& s) {
   const auto bos = static_cast<nn::token>(text::subword_model::bos_id);
   const auto eos = static_cast<nn::token>(text::subword_model::eos_id);
 
-  nn::transformer<T, C> model(s.vocabulary.size(), o.seed, pad, s.hyper);
+  nn::transformer<T, C, Device> model(s.vocabulary.size(), o.seed, pad, s.hyper);
   auto parameters = model.parameters();
-  train::adam<T> optimizer(parameters);
-  train::gradient_buckets<T> buckets(parameters);
+  train::adam<T, Device> optimizer(parameters);
+  train::gradient_buckets<T, Device> buckets(parameters);
   const model_widths widths = widths_of<C>();
   const auto description = s.description(widths);
 
@@ -128,8 +131,8 @@ int run(session& s) {
     auto& [smoothed, nll, tokens] = sums;
     for (std::size_t i = std::size_t(rank); i < s.valid_batches.size(); i += std::size_t(ranks)) {
       const auto b = train::make_batch(s.valid_examples, s.valid_batches[i], pad, bos, eos);
-      const auto logits = model(nn::inference(), b.source, b.target_in);
-      const auto l = train::cross_entropy<T>(nullptr, logits, b.target_out, o.label_smoothing, pad);
+      const auto logits = model(nn::inference(), to_device<Device>(b.source), to_device<Device>(b.target_in));
+      const auto l = train::cross_entropy(nullptr, logits, to_device<Device>(b.target_out), o.label_smoothing, pad);
       smoothed += l.smoothed;
       nll += l.nll;
       tokens += double(l.tokens);
@@ -178,8 +181,9 @@ int run(session& s) {
       auto stream = dropout_stream(o.seed, state.batches_seen + std::uint64_t(rank) * std::uint64_t(o.accumulate) + j);
       grad::tape tape;
       const nn::context ctx{&tape, &stream};
-      const auto logits = model(ctx, mine[j].source, mine[j].target_in);
-      const auto l = train::cross_entropy<T>(&tape, logits, mine[j].target_out, o.label_smoothing, pad);
+      const auto logits = model(ctx, to_device<Device>(mine[j].source), to_device<Device>(mine[j].target_in));
+      const auto l =
+          train::cross_entropy(&tape, logits, to_device<Device>(mine[j].target_out), o.label_smoothing, pad);
       grad::backward(tape, grad::scale(&tape, l.loss, T(double(l.tokens) / target_tokens)));
       smoothed += l.smoothed;
       nll += l.nll;
@@ -192,7 +196,8 @@ int run(session& s) {
     const long step = state.step + 1;
     ++attempt;
     for (long poisoned : o.debug_nan_steps)
-      if (poisoned == attempt && !parameters.refs().empty()) parameters.refs().front().grad[0] = std::nanf("");
+      if (poisoned == attempt && !parameters.refs().empty())
+        primitives<Device>::fill(parameters.refs().front().grad, 1, std::nanf(""));
     const double loss = smoothed / target_tokens, perplexity = std::exp(nll / target_tokens);
     const double norm = train::clip_gradient_norm(parameters, o.clip_norm);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {  // the same on every process: both were reduced
@@ -221,8 +226,15 @@ int run(session& s) {
 
     window_tokens += target_tokens;
     const double now = bar.elapsed();
-    const step_report r{step, loss, perplexity, rate, norm, target_tokens,
-                        window_tokens / std::max(now - window_start, 1e-9), now};
+    const step_report r{step,
+                        loss,
+                        perplexity,
+                        rate,
+                        norm,
+                        target_tokens,
+                        window_tokens / std::max(now - window_start, 1e-9),
+                        now,
+                        double(examples::peak_device_memory()) / double(1 << 20)};
     if (now - window_start > 10) {  // tokens/s over the last ten seconds or so
       window_start = now;
       window_tokens = 0;

@@ -41,8 +41,8 @@ struct session {
   std::string batch_plan_digest() const;
 };
 
-/// Runs training for the model compiled with configuration C; returns the exit status.
-template <class C>
+/// Runs training for the model compiled with configuration C on Device; returns the exit status.
+template <class C, class Device>
 int run(session& s);
 
 /// The widths attn-train is compiled for, each with its training function.
@@ -50,6 +50,7 @@ struct compiled_model {
   const char* name;
   model_widths widths;
   int (*train)(session&);
+  int (*train_cuda)(session&) = nullptr;  // in builds with the CUDA backend
 };
 std::span<const compiled_model> compiled_models();
 

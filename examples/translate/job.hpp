@@ -10,6 +10,7 @@
 #include <attn/text/subword.hpp>
 #include <attn/train/average.hpp>
 
+#include "../common/device.hpp"
 #include "../common/model_widths.hpp"
 
 namespace attn::translator {
@@ -28,6 +29,7 @@ struct options {
   int nbest = 1;
   int batch_size = 32;
   int threads = 0;
+  examples::device_choice device;  // --device: cpu, cuda[:N]
   int samples = 0;
   std::vector<int> attention_lines{1};
   bool quiet = false;
@@ -48,14 +50,16 @@ struct job {
   std::string model_name;
 };
 
-/// Translates job.lines with the model compiled for configuration C; returns the exit status.
-template <class C>
+/// Translates job.lines with the model compiled for configuration C on Device; returns the
+/// exit status.
+template <class C, class Device>
 int translate(job& j);
 
 struct compiled_model {
   const char* name;
   model_widths widths;
   int (*translate)(job&);
+  int (*translate_cuda)(job&) = nullptr;  // in builds with the CUDA backend
 };
 std::span<const compiled_model> compiled_models();
 

@@ -105,6 +105,20 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->check(CLI::Range(1, 100000))
       ->group(search);
   app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, or cuda[:N] for GPU N (a CUDA build of attn-translate; docs/gpu.md)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              examples::parse_device(text);
+              return std::string();
+            } catch (const std::exception& e) {
+              return std::string(e.what());
+            }
+          },
+          "cpu|cuda[:N]", "device"))
+      ->group(search);
 
   auto* pictures = "Attention pictures (the paper's appendix figures)";
   auto* attention_png = app.add_option("--attention-png", o.attention_dir,
@@ -133,6 +147,13 @@ std::optional<int> parse(int argc, char** argv, options& o) {
     std::fprintf(stderr, "attn-translate: --nbest %d exceeds the %s\n", o.nbest,
                  o.greedy ? "single greedy translation" : "beam size");
     return 2;
+  }
+  o.device = examples::parse_device(device);
+  if (o.device.cuda) {
+    if (const std::string missing = examples::use_cuda_device(o.device.index); !missing.empty()) {
+      std::fprintf(stderr, "attn-translate: --device %s: %s\n", device.c_str(), missing.c_str());
+      return 2;
+    }
   }
   return std::nullopt;
 }
@@ -239,7 +260,7 @@ int run(options o) {
   for (const auto& m : translator::compiled_models()) {
     if (m.widths == widths) {
       j.model_name = m.name;
-      return m.translate(j);
+      return o.device.cuda ? m.translate_cuda(j) : m.translate(j);
     }
   }
   std::string compiled;

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
-#include <attn/attn.hpp>
+#include <attn/core.hpp>
 #include <attn/decode.hpp>
+#include <attn/nn.hpp>
+#include <attn/train/average.hpp>
 #include <attn/text/bleu.hpp>
 #include <attn/text/chrf.hpp>
 #include <nlohmann/json.hpp>
@@ -75,12 +77,12 @@ inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_
 /// Pictures of the encoder-decoder attention of every layer while the model reads its own
 /// translation of line `line` (1-based): DIR/line-N-layer-L.png, and DIR/line-N.txt naming the
 /// pieces of the rows (target) and columns (source).
-template <class C>
-void draw_attention(const job& j, const nn::transformer<float, C>& model, const std::vector<token>& source,
+template <class C, class Device>
+void draw_attention(const job& j, const nn::transformer<float, C, Device>& model, const std::vector<token>& source,
                     const std::vector<token>& translation, int line) {
   const auto& dir = j.opts.attention_dir;
   const std::vector<std::vector<token>> one{source};
-  const auto ids = decode::source_batch(one, model.pad(), text::subword_model::eos_id);
+  const auto ids = to_device<Device>(decode::source_batch(one, model.pad(), text::subword_model::eos_id));
   tensor<nn::token, shape<nn::batch, nn::tgt>> target(1, index_t(translation.size()) + 1);
   target(0, 0) = text::subword_model::bos_id;
   for (std::size_t i = 0; i < translation.size(); ++i) target(0, index_t(i) + 1) = translation[i];
@@ -88,7 +90,7 @@ void draw_attention(const job& j, const nn::transformer<float, C>& model, const 
   nn::attention_record record;
   nn::context ctx;
   ctx.attention = &record;
-  model.decode(ctx, model.encode(ctx, ids), ids, target);
+  model.decode(ctx, model.encode(ctx, ids), ids, to_device<Device>(target));
 
   const auto layers = record.of(nn::attention_kind::encoder_decoder);
   const std::string stem = "line-" + std::to_string(line);
@@ -115,12 +117,14 @@ void draw_attention(const job& j, const nn::transformer<float, C>& model, const 
 
 }  // namespace detail
 
-template <class C>
+/// Translates (or scores) on Device; a backend header (attn/cpu.hpp or attn/cuda/cuda.cuh) is
+/// included before this one.
+template <class C, class Device>
 int translate(job& j) {
   using detail::token;
   const auto& o = j.opts;
   const auto start = std::chrono::steady_clock::now();
-  nn::transformer<float, C> model(j.vocabulary.size(), 1, text::subword_model::pad_id, j.hyper);
+  nn::transformer<float, C, Device> model(j.vocabulary.size(), 1, text::subword_model::pad_id, j.hyper);
   {
     auto parameters = model.parameters();
     train::load_averaged(j.weights, parameters);
@@ -159,7 +163,7 @@ int translate(job& j) {
       batch.push_back(sources[order[i]]);
       lengths.push_back(index_t(sources[order[i]].size()));
     }
-    decode::kv_cache_decoder<float, C> scorer(model, batch, search.eos);
+    decode::kv_cache_decoder<float, C, Device> scorer(model, batch, search.eos);
     if (!targets.empty()) {
       std::vector<std::vector<token>> given;
       for (std::size_t i = first; i < last; ++i) given.push_back(targets[order[i]]);

@@ -215,6 +215,15 @@ class BadInput(unittest.TestCase):
         self.assertIn("--batch-tokens", done.stderr)
         run(["--src", "a"], expect=2)  # --tgt is required
 
+    def test_a_device_that_is_not_there_is_refused_in_one_line(self):
+        done = run(["--src", "a", "--tgt", "b", "--device", "gpu"], expect=2)
+        self.assertIn("expected cpu, cuda or cuda:N", done.stderr)
+        # No machine has GPU 99: without a CUDA build, a driver or a GPU, the line says which is missing.
+        done = run(["--src", "a", "--tgt", "b", "--device", "cuda:99"], expect=2)
+        self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+        self.assertTrue(done.stderr.startswith("attn-train: --device cuda:99: "), done.stderr)
+        self.assertRegex(done.stderr, "built without CUDA|no usable CUDA device|no CUDA device|there is no GPU 99")
+
     def test_widths_that_are_not_compiled_are_named_with_those_that_are(self):
         done = train(WORK / "bad-widths", "--d-model", 384, expect=1)
         self.assertIn("no model is compiled for (d_model 384, d_ff 512, h 4, d_k 32, d_v 32)", done.stderr)

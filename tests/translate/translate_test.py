@@ -265,6 +265,14 @@ class Errors(unittest.TestCase):
         translate("--run", MODEL_DIR, "--greedy", "--beam", 2, expect=2)
         translate("--run", MODEL_DIR, "--attention-lines", 1, expect=2)  # needs --attention-png
 
+    def test_a_device_that_is_not_there_is_refused_in_one_line(self):
+        done = translate("--run", MODEL_DIR, "--device", "gpu", expect=2)
+        self.assertIn("expected cpu, cuda or cuda:N", done.stderr)
+        done = translate("--run", MODEL_DIR, "--device", "cuda:99", expect=2)
+        self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+        self.assertTrue(done.stderr.startswith("attn-translate: --device cuda:99: "), done.stderr)
+        self.assertRegex(done.stderr, "built without CUDA|no usable CUDA device|no CUDA device|there is no GPU 99")
+
     def test_an_output_in_a_missing_directory_is_refused_before_decoding(self):
         missing = WORK / "no-such-directory" / "out.txt"
         done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", missing, expect=1)

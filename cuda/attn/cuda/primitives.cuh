@@ -104,7 +104,8 @@ __global__ void scatter_add_sorted(T* table, index_t width, const T* rows_in, co
   }
 }
 
-__global__ void iota(index_t* out, index_t count) {
+template <class I>
+__global__ void iota(I* out, I count) {
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<index_t>(gridDim.x) * blockDim.x)
     out[i] = i;
@@ -363,7 +364,7 @@ struct primitives<cuda> {
     cuda_backend::scratch_ptr positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
     cuda_backend::scratch_ptr sorted_positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
     cuda_backend::scratch_ptr sorted_ids = cuda_backend::allocate_scratch(sizeof(Id) * count);
-    cuda_backend::primitive_kernels::iota<<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+    cuda_backend::primitive_kernels::iota<index_t><<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
         static_cast<index_t*>(positions.get()), count);
     std::size_t temporary_bytes = 0;
     ATTN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/transfer.hpp"
 #include "../grad/parameter.hpp"
 #include "checkpoint.hpp"
 #include "safetensors.hpp"
@@ -95,7 +96,8 @@ inline void save_averaged(const std::filesystem::path& path, const averaged_weig
 
 /// Copies averaged weights into a model's parameters; every parameter must be there with its
 /// shape, and nothing else may be.
-inline void load_averaged(const averaged_weights& weights, grad::parameter_list<float>& parameters) {
+template <class Device>
+void load_averaged(const averaged_weights& weights, grad::parameter_list<float, Device>& parameters) {
   const auto& origin = weights.sources.front();
   if (weights.names.size() != parameters.size())
     throw safetensors::format_error(origin, "holds " + std::to_string(weights.names.size()) +
@@ -108,7 +110,7 @@ inline void load_averaged(const averaged_weights& weights, grad::parameter_list<
       throw safetensors::format_error(origin, "tensor 'model." + ref.name + "' has shape " +
                                                   detail::shape_text(weights.shapes[t]) + ", the model expects " +
                                                   detail::shape_text(detail::sizes_of(ref)));
-    std::copy(weights.values[t].begin(), weights.values[t].end(), ref.value);
+    copy_from_host<Device>(ref.value, std::span<const float>(weights.values[t]));
   }
 }
 

@@ -42,10 +42,10 @@ class single_process final : public communicator {
 /// `bucket_bytes`: a few large messages instead of one per parameter (PyTorch's DDP uses
 /// 25 MiB), and no second copy of all gradients. Consecutive small parameters share a staging
 /// buffer; a parameter as large as a bucket is reduced in place.
-template <class T>
+template <class T, class Device = cpu>
 class gradient_buckets {
  public:
-  explicit gradient_buckets(grad::parameter_list<T>& parameters, std::size_t bucket_bytes = std::size_t{25} << 20)
+  explicit gradient_buckets(grad::parameter_list<T, Device>& parameters, std::size_t bucket_bytes = std::size_t{25} << 20)
       : parameters_(&parameters) {
     const std::size_t capacity = std::max<std::size_t>(1, bucket_bytes / sizeof(T));
     std::size_t first = 0, elements = 0, largest = 0;
@@ -72,6 +72,9 @@ class gradient_buckets {
   /// Replaces every gradient by its sum over all processes.
   void all_reduce(communicator& comm) {
     if (comm.size() == 1) return;
+    if constexpr (!std::same_as<Device, cpu>)
+      throw std::logic_error("attn::train::gradient_buckets: the communicators sum host memory; gradients on a GPU "
+                             "need NCCL");
     auto& refs = parameters_->refs();
     for (const bucket& b : buckets_) {
       if (b.last == b.first + 1) {
@@ -96,7 +99,7 @@ class gradient_buckets {
     std::size_t first, last;  // parameters [first, last)
     std::size_t elements;
   };
-  grad::parameter_list<T>* parameters_;
+  grad::parameter_list<T, Device>* parameters_;
   std::vector<bucket> buckets_;
   std::vector<T> staging_;
 };

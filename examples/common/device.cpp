@@ -1,0 +1,58 @@
+// --device for the example programs. With the CUDA backend (ATTN_EXAMPLES_CUDA) this file
+// talks to the CUDA runtime; g++ compiles it either way.
+#include "device.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+
+#if defined(ATTN_EXAMPLES_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace attn::examples {
+
+device_choice parse_device(const std::string& text) {
+  if (text == "cpu") return {};
+  if (text == "cuda") return {true, 0};
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 8 &&
+      text.find_first_not_of("0123456789", 5) == std::string::npos)
+    return {true, std::stoi(text.substr(5))};
+  throw std::invalid_argument("expected cpu, cuda or cuda:N (N a GPU number), got '" + text + "'");
+}
+
+#if defined(ATTN_EXAMPLES_CUDA)
+bool cuda_compiled() { return true; }
+
+std::string use_cuda_device(int index) {
+  int count = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess)
+    return std::string("no usable CUDA device: ") + cudaGetErrorString(status);
+  if (count == 0) return "no CUDA device on this machine";
+  if (index >= count)
+    return "there is no GPU " + std::to_string(index) + ": this machine has " + std::to_string(count) +
+           " (cuda:0 to cuda:" + std::to_string(count - 1) + ")";
+  if (const cudaError_t status = cudaSetDevice(index); status != cudaSuccess)
+    return "cudaSetDevice(" + std::to_string(index) + "): " + cudaGetErrorString(status);
+  return "";
+}
+
+unsigned long long peak_device_memory() {
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  std::uint64_t peak = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peak) != cudaSuccess)
+    return 0;
+  return peak;
+}
+#else
+bool cuda_compiled() { return false; }
+
+std::string use_cuda_device(int) {
+  return "this program was built without CUDA (reconfigure with nvcc on PATH and -Dcuda=enabled; docs/gpu.md)";
+}
+
+unsigned long long peak_device_memory() { return 0; }
+#endif
+
+}  // namespace attn::examples

@@ -1,0 +1,8 @@
+// attn-translate for the small preset's widths on a GPU (built by nvcc in CUDA builds).
+#include <attn/cuda/cuda.cuh>
+
+#include "translate.hpp"
+
+namespace attn::translator {
+int translate_small_cuda(job& j) { return translate<nn::small, cuda>(j); }
+}  // namespace attn::translator
