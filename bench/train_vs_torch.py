@@ -201,6 +201,10 @@ def torch_worker(spec):
     import_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     torch.manual_seed(spec["seed"])
     torch.set_num_threads(spec["threads"])
+    device = torch.device(spec.get("device", "cpu"))
+    if device.type == "cuda":  # fp32 products in fp32, as attn-train's --tf32 off
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
 
     processor = sentencepiece.SentencePieceProcessor(model_file=spec["vocab"])
     ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
@@ -215,6 +219,7 @@ def torch_worker(spec):
     d_model, d_ff, heads, layers = CONFIGS[spec["config"]]
     model = Model(vocab, d_model, d_ff, heads, layers, spec["max_length"] + 1, dropout=0.1,
                   like_attn=not spec["stock"])
+    model.to(device)
     model.train()
     parameters = list(model.parameters())
     optimizer = torch.optim.Adam(parameters, lr=1.0, betas=(0.9, 0.98), eps=1e-9)
@@ -232,6 +237,7 @@ def torch_worker(spec):
             epoch, index = epoch + 1, 0
             order = epoch_order(len(batches), spec["seed"], epoch)
         source, target_in, target_out, tokens = make_batch(torch, examples, batches[order[index]])
+        source, target_in, target_out = source.to(device), target_in.to(device), target_out.to(device)
         index += 1
         logits = model(source, target_in, pad=PAD)  # [batch, tgt, vocab]
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), target_out.reshape(-1),
@@ -244,7 +250,9 @@ def torch_worker(spec):
         optimizer.zero_grad(set_to_none=True)
         emit({"kind": "train", "step": step, "loss": loss.item(), "lr": rate, "grad_norm": norm.item(),
               "tokens": tokens, "elapsed_s": time.perf_counter() - start})
-    emit({"kind": "done", "maxrss_self_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
+    peak_device = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    emit({"kind": "done", "maxrss_self_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+          "peak_device_mib": peak_device / 2**20})
 
 
 # --- the parent -----------------------------------------------------------------------------
@@ -317,6 +325,8 @@ def parse_args():
     p.add_argument("--skip", type=int, default=5, help="first steps left out of the throughput (default: 5)")
     p.add_argument("--batch-tokens", type=int, default=2000, help="padded tokens a side in a batch (default: 2000)")
     p.add_argument("--threads", type=int, default=2, help="threads on each side (default: 2)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu, or cuda: both sides on the GPU in fp32 (TF32 off), peak device memory reported")
     p.add_argument("--omp-wait-policy", choices=["ACTIVE", "PASSIVE"], default="ACTIVE",
                    help="OMP_WAIT_POLICY for both sides (default: ACTIVE; PASSIVE beside other work)")
     p.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary attn-train trains (default: 8000)")
@@ -373,7 +383,8 @@ def main():
 
         common = [attn_train, "--src", src, "--tgt", tgt, "--config", args.config, "--max-length", MAX_LENGTH,
                   "--batch-tokens", args.batch_tokens, "--warmup", args.warmup, "--seed", args.seed,
-                  "--threads", args.threads, "--valid-every", args.steps + 1, "--save-every", args.steps + 1]
+                  "--threads", args.threads, "--valid-every", args.steps + 1, "--save-every", args.steps + 1,
+                  "--device", args.device]
         # The vocabulary first, in a run of its own (--max-steps 0), so that SentencePiece's
         # training is in neither side's peak memory: both then load OUT/vocab.model.
         run_child("train_vs_torch", "attn-train (vocabulary)",
@@ -391,7 +402,8 @@ def main():
 
         spec = dict(vocab=str(vocab_model), src=str(src), tgt=str(tgt), config=args.config,
                     batch_tokens=args.batch_tokens, steps=args.steps, threads=args.threads, seed=args.seed,
-                    warmup=args.warmup, max_length=MAX_LENGTH, stock=args.stock_torch)
+                    warmup=args.warmup, max_length=MAX_LENGTH, stock=args.stock_torch,
+                    device="cuda" if args.device.startswith("cuda") else "cpu")
         torch_kib, torch_wall, torch_out, _ = run_child(
             "train_vs_torch", "PyTorch", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)], env, work)
         records = parse_records(torch_out.read_text().splitlines(), "PyTorch worker")
@@ -437,6 +449,12 @@ def main():
     print(f"| attn | {attn['tokens_per_s']:.1f} | {attn['peak_rss_mib']:.1f} |")
     print(f"| PyTorch | {torch_side['tokens_per_s']:.1f} | {torch_side['peak_rss_mib']:.1f} |")
     print(f"| attn / PyTorch | **{ratios['throughput']:.2f}x** | **{ratios['peak_rss']:.2f}x** |")
+    if args.device != "cpu":
+        attn_device = max((r.get("peak_device_mib", 0) for r in metrics), default=0)
+        torch_device = done.get("peak_device_mib", 0)
+        print()
+        print(f"peak device memory: attn {attn_device:.1f} MiB (its memory pool's high-water mark), "
+              f"PyTorch {torch_device:.1f} MiB (torch.cuda.max_memory_allocated)")
     print()
     print(f"Throughput ratio above 1: attn trains faster; memory ratio below 1: attn needs less. PyTorch's peak "
           f"includes its interpreter and libraries: {torch_side['import_rss_mib']:.0f} MiB after `import torch`.")

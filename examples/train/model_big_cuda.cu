@@ -4,5 +4,8 @@
 #include "run.hpp"
 
 namespace attn::trainer {
-int train_big_cuda(session& s) { return run<nn::big, cuda>(s); }
+int train_big_cuda(session& s) {
+  cuda_backend::tf32_products() = s.opts.tf32;
+  return run<nn::big, cuda>(s);
+}
 }  // namespace attn::trainer

@@ -4,5 +4,8 @@
 #include "run.hpp"
 
 namespace attn::trainer {
-int train_small_cuda(session& s) { return run<nn::small, cuda>(s); }
+int train_small_cuda(session& s) {
+  cuda_backend::tf32_products() = s.opts.tf32;
+  return run<nn::small, cuda>(s);
+}
 }  // namespace attn::trainer

@@ -4,5 +4,8 @@
 #include "run.hpp"
 
 namespace attn::trainer {
-int train_tiny_cuda(session& s) { return run<nn::tiny, cuda>(s); }
+int train_tiny_cuda(session& s) {
+  cuda_backend::tf32_products() = s.opts.tf32;
+  return run<nn::tiny, cuda>(s);
+}
 }  // namespace attn::trainer

@@ -96,7 +96,7 @@ options parse(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->group(run);
   app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")->capture_default_str()->group(run);
-  std::string device = "cpu";
+  std::string device = "cpu", tf32 = "off";
   app.add_option("--device", device, "cpu, or cuda[:N] for GPU N (a CUDA build of attn-train; docs/gpu.md)")
       ->capture_default_str()
       ->check(CLI::Validator(
@@ -109,6 +109,10 @@ options parse(int argc, char** argv) {
             }
           },
           "cpu|cuda[:N]", "device"))
+      ->group(run);
+  app.add_option("--tf32", tf32, "on: fp32 products on a GPU's tensor cores in TF32 (faster, 10-bit mantissas)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}))
       ->group(run);
   app.add_option("--threads", o.threads, "threads per process (0: OpenMP's default)")
       ->capture_default_str()
@@ -158,6 +162,11 @@ options parse(int argc, char** argv) {
     std::exit(2);
   }
   o.device = examples::parse_device(device);
+  o.tf32 = tf32 == "on";
+  if (o.tf32 && !o.device.cuda) {
+    std::cerr << "attn-train: --tf32 on applies to --device cuda only\n";
+    std::exit(2);
+  }
   if (o.device.cuda) {
     if (const std::string missing = examples::use_cuda_device(o.device.index); !missing.empty()) {
       std::cerr << "attn-train: --device " << device << ": " << missing << "\n";

@@ -40,6 +40,7 @@ struct options {
   std::uint64_t seed = 1;
   int threads = 0;  // 0: OpenMP's default
   examples::device_choice device;  // --device: cpu, cuda[:N]
+  bool tf32 = false;               // --tf32: fp32 GPU products in TF32
   long valid_every = 1000, save_every = 1000, log_every = 100;
   int keep = 5;  // checkpoints kept (attn-average averages the last few)
   bool resume = false;

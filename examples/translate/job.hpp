@@ -30,6 +30,7 @@ struct options {
   int batch_size = 32;
   int threads = 0;
   examples::device_choice device;  // --device: cpu, cuda[:N]
+  bool tf32 = false;               // --tf32: fp32 GPU products in TF32
   int samples = 0;
   std::vector<int> attention_lines{1};
   bool quiet = false;

@@ -105,7 +105,7 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->check(CLI::Range(1, 100000))
       ->group(search);
   app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
-  std::string device = "cpu";
+  std::string device = "cpu", tf32 = "off";
   app.add_option("--device", device, "cpu, or cuda[:N] for GPU N (a CUDA build of attn-translate; docs/gpu.md)")
       ->capture_default_str()
       ->check(CLI::Validator(
@@ -118,6 +118,10 @@ std::optional<int> parse(int argc, char** argv, options& o) {
             }
           },
           "cpu|cuda[:N]", "device"))
+      ->group(search);
+  app.add_option("--tf32", tf32, "on: fp32 products on a GPU's tensor cores in TF32 (faster, 10-bit mantissas)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}))
       ->group(search);
 
   auto* pictures = "Attention pictures (the paper's appendix figures)";
@@ -149,6 +153,11 @@ std::optional<int> parse(int argc, char** argv, options& o) {
     return 2;
   }
   o.device = examples::parse_device(device);
+  o.tf32 = tf32 == "on";
+  if (o.tf32 && !o.device.cuda) {
+    std::fprintf(stderr, "attn-translate: --tf32 on applies to --device cuda only\n");
+    return 2;
+  }
   if (o.device.cuda) {
     if (const std::string missing = examples::use_cuda_device(o.device.index); !missing.empty()) {
       std::fprintf(stderr, "attn-translate: --device %s: %s\n", device.c_str(), missing.c_str());

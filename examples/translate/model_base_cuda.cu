@@ -4,5 +4,8 @@
 #include "translate.hpp"
 
 namespace attn::translator {
-int translate_base_cuda(job& j) { return translate<nn::base, cuda>(j); }
+int translate_base_cuda(job& j) {
+  cuda_backend::tf32_products() = j.opts.tf32;
+  return translate<nn::base, cuda>(j);
+}
 }  // namespace attn::translator

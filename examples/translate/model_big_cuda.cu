@@ -4,5 +4,8 @@
 #include "translate.hpp"
 
 namespace attn::translator {
-int translate_big_cuda(job& j) { return translate<nn::big, cuda>(j); }
+int translate_big_cuda(job& j) {
+  cuda_backend::tf32_products() = j.opts.tf32;
+  return translate<nn::big, cuda>(j);
+}
 }  // namespace attn::translator

@@ -4,5 +4,8 @@
 #include "translate.hpp"
 
 namespace attn::translator {
-int translate_small_cuda(job& j) { return translate<nn::small, cuda>(j); }
+int translate_small_cuda(job& j) {
+  cuda_backend::tf32_products() = j.opts.tf32;
+  return translate<nn::small, cuda>(j);
+}
 }  // namespace attn::translator

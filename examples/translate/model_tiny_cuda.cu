@@ -4,5 +4,8 @@
 #include "translate.hpp"
 
 namespace attn::translator {
-int translate_tiny_cuda(job& j) { return translate<nn::tiny, cuda>(j); }
+int translate_tiny_cuda(job& j) {
+  cuda_backend::tf32_products() = j.opts.tf32;
+  return translate<nn::tiny, cuda>(j);
+}
 }  // namespace attn::translator

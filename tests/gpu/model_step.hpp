@@ -22,9 +22,10 @@ struct result {
   std::vector<float> first_logits;  // the first step's logits
 };
 
-/// `steps` steps on fixed batches of a 23-token vocabulary (token 0 padding), from seed 7.
+/// `steps` steps on fixed batches of a 23-token vocabulary (token 0 padding), from seed 7;
+/// `after_step(step)` is called after each, when given.
 template <class Device>
-result train(int steps, double dropout) {
+result train(int steps, double dropout, void (*after_step)(int) = nullptr) {
   using namespace attn;
   using nn::batch, nn::src, nn::tgt, nn::token;
   nn::hyperparameters h = nn::defaults<small_config>();
@@ -59,6 +60,7 @@ result train(int steps, double dropout) {
     grad::backward(tape, loss.loss);
     optimizer.step(train::noam_rate(32, step, 4));
     parameters.zero_grad();
+    if (after_step != nullptr) after_step(step);
   }
   for (const auto& p : parameters.refs()) {
     std::vector<float> host(static_cast<std::size_t>(p.size));

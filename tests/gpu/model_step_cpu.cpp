@@ -3,4 +3,4 @@
 
 #include "model_step.hpp"
 
-template model_step::result model_step::train<attn::cpu>(int, double);
+template model_step::result model_step::train<attn::cpu>(int, double, void (*)(int));

@@ -5,7 +5,7 @@
 #include "model_step.hpp"
 
 // Compiled by g++ in model_step_cpu.cpp, with the CPU backend that .cu files leave out.
-extern template model_step::result model_step::train<attn::cpu>(int, double);
+extern template model_step::result model_step::train<attn::cpu>(int, double, void (*)(int));
 
 #include <cmath>
 #include <string>
@@ -40,6 +40,27 @@ void compare_steps(double dropout) {
          "relative error " + std::to_string(parameter_error));
 }
 
+/// The pool's reserved bytes after each step: from the third step on, a step of the same shapes
+/// allocates only what the last one freed, so the driver is asked for nothing.
+std::vector<std::uint64_t>& reserved_after_step() {
+  static std::vector<std::uint64_t> reserved;
+  return reserved;
+}
+
+void steady_state_allocates_nothing() {
+  reserved_after_step().clear();
+  model_step::train<attn::cuda>(8, 0.1, [](int) {
+    attn::cuda_backend::synchronize();
+    reserved_after_step().push_back(attn::cuda_backend::memory_stats().reserved);
+  });
+  const auto& r = reserved_after_step();
+  bool steady = r.size() == 8;
+  for (std::size_t s = 2; steady && s < r.size(); ++s) steady = r[s] == r[1];
+  std::string detail;
+  for (const auto bytes : r) detail += std::to_string(bytes >> 10) + " ";
+  expect(steady && r[1] > 0, "no device allocation from the driver after step 2 (pool KiB a step)", detail);
+}
+
 }  // namespace
 
 int main() {
@@ -47,6 +68,7 @@ int main() {
   try {
     compare_steps(0.0);
     compare_steps(0.1);
+    steady_state_allocates_nothing();
   } catch (const std::exception& e) {
     fail("unexpected exception", e.what());
   }
