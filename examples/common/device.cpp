@@ -20,6 +20,35 @@ device_choice parse_device(const std::string& text) {
   throw std::invalid_argument("expected cpu, cuda or cuda:N (N a GPU number), got '" + text + "'");
 }
 
+void add_device_flags(CLI::App& app, device_flags& flags, const std::string& group) {
+  app.add_option("--device", flags.device, "cpu, or cuda[:N] for GPU N (a CUDA build of the program; docs/gpu.md)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              parse_device(text);
+              return std::string();
+            } catch (const std::exception& e) {
+              return std::string(e.what());
+            }
+          },
+          "cpu|cuda[:N]", "device"))
+      ->group(group);
+  app.add_option("--tf32", flags.tf32, "on: fp32 products on a GPU's tensor cores in TF32 (faster, 10-bit mantissas)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}))
+      ->group(group);
+}
+
+std::string apply_device_flags(const device_flags& flags, device_choice& device, bool& tf32) {
+  device = parse_device(flags.device);
+  tf32 = flags.tf32 == "on";
+  if (tf32 && !device.cuda) return "--tf32 on applies to --device cuda only";
+  if (!device.cuda) return "";
+  const std::string missing = use_cuda_device(device.index);
+  return missing.empty() ? "" : "--device " + flags.device + ": " + missing;
+}
+
 #if defined(ATTN_EXAMPLES_CUDA)
 bool cuda_compiled() { return true; }
 

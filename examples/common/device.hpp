@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 namespace attn::examples {
 
 struct device_choice {
@@ -23,5 +25,18 @@ std::string use_cuda_device(int index);
 
 /// Peak device memory in use since the program started, in bytes (0 on the CPU).
 unsigned long long peak_device_memory();
+
+/// --device and --tf32 as given on a command line.
+struct device_flags {
+  std::string device = "cpu";
+  std::string tf32 = "off";
+};
+
+/// Adds --device and --tf32 to a program's command line, in `group`.
+void add_device_flags(CLI::App& app, device_flags& flags, const std::string& group);
+
+/// After parsing: the device and TF32 choice, or (returned) one line that says why they cannot
+/// be had: --tf32 on without a GPU, or what use_cuda_device found missing. Makes the GPU current.
+std::string apply_device_flags(const device_flags& flags, device_choice& device, bool& tf32);
 
 }  // namespace attn::examples

@@ -96,24 +96,8 @@ options parse(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->group(run);
   app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")->capture_default_str()->group(run);
-  std::string device = "cpu", tf32 = "off";
-  app.add_option("--device", device, "cpu, or cuda[:N] for GPU N (a CUDA build of attn-train; docs/gpu.md)")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            try {
-              examples::parse_device(text);
-              return std::string();
-            } catch (const std::exception& e) {
-              return std::string(e.what());
-            }
-          },
-          "cpu|cuda[:N]", "device"))
-      ->group(run);
-  app.add_option("--tf32", tf32, "on: fp32 products on a GPU's tensor cores in TF32 (faster, 10-bit mantissas)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}))
-      ->group(run);
+  examples::device_flags device;
+  examples::add_device_flags(app, device, run);
   app.add_option("--threads", o.threads, "threads per process (0: OpenMP's default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024))
@@ -146,8 +130,9 @@ options parse(int argc, char** argv) {
       "widths of Table 3, rows A-C.\n"
       "--device cuda trains on a GPU with the same numbers as on the CPU (to rounding); checkpoints do not\n"
       "depend on the device: a run resumes on either.\n"
-      "Exit status: 0 done, 1 error, 2 bad command line (or --device cuda without a CUDA build or GPU), 3 stopped after --max-bad-steps non-finite steps,\n"
-      "130/143 stopped by SIGINT/SIGTERM (after saving a checkpoint).");
+      "Exit status: 0 done, 1 error, 2 bad command line (or --device cuda without a CUDA build or GPU),\n"
+      "3 stopped after --max-bad-steps non-finite steps, 130/143 stopped by SIGINT/SIGTERM (after saving a\n"
+      "checkpoint).");
 
   try {
     app.parse(argc, argv);
@@ -161,17 +146,9 @@ options parse(int argc, char** argv) {
     std::cerr << "attn-train: --valid-src and --valid-tgt go together\n";
     std::exit(2);
   }
-  o.device = examples::parse_device(device);
-  o.tf32 = tf32 == "on";
-  if (o.tf32 && !o.device.cuda) {
-    std::cerr << "attn-train: --tf32 on applies to --device cuda only\n";
+  if (const std::string refused = examples::apply_device_flags(device, o.device, o.tf32); !refused.empty()) {
+    std::cerr << "attn-train: " << refused << "\n";
     std::exit(2);
-  }
-  if (o.device.cuda) {
-    if (const std::string missing = examples::use_cuda_device(o.device.index); !missing.empty()) {
-      std::cerr << "attn-train: --device " << device << ": " << missing << "\n";
-      std::exit(2);
-    }
   }
   return o;
 }

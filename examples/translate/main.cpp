@@ -105,24 +105,8 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->check(CLI::Range(1, 100000))
       ->group(search);
   app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
-  std::string device = "cpu", tf32 = "off";
-  app.add_option("--device", device, "cpu, or cuda[:N] for GPU N (a CUDA build of attn-translate; docs/gpu.md)")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            try {
-              examples::parse_device(text);
-              return std::string();
-            } catch (const std::exception& e) {
-              return std::string(e.what());
-            }
-          },
-          "cpu|cuda[:N]", "device"))
-      ->group(search);
-  app.add_option("--tf32", tf32, "on: fp32 products on a GPU's tensor cores in TF32 (faster, 10-bit mantissas)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}))
-      ->group(search);
+  examples::device_flags device;
+  examples::add_device_flags(app, device, search);
 
   auto* pictures = "Attention pictures (the paper's appendix figures)";
   auto* attention_png = app.add_option("--attention-png", o.attention_dir,
@@ -152,17 +136,9 @@ std::optional<int> parse(int argc, char** argv, options& o) {
                  o.greedy ? "single greedy translation" : "beam size");
     return 2;
   }
-  o.device = examples::parse_device(device);
-  o.tf32 = tf32 == "on";
-  if (o.tf32 && !o.device.cuda) {
-    std::fprintf(stderr, "attn-translate: --tf32 on applies to --device cuda only\n");
+  if (const std::string refused = examples::apply_device_flags(device, o.device, o.tf32); !refused.empty()) {
+    std::fprintf(stderr, "attn-translate: %s\n", refused.c_str());
     return 2;
-  }
-  if (o.device.cuda) {
-    if (const std::string missing = examples::use_cuda_device(o.device.index); !missing.empty()) {
-      std::fprintf(stderr, "attn-translate: --device %s: %s\n", device.c_str(), missing.c_str());
-      return 2;
-    }
   }
   return std::nullopt;
 }
