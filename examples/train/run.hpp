@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <concepts>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -145,6 +146,11 @@ int run(session& s) {
     }
   };
 
+  // Asked of the device only when training on one: on the CPU the CUDA runtime stays untouched.
+  auto peak_device_mib = [] {
+    if constexpr (std::same_as<Device, cpu>) return 0.0;
+    else return double(examples::peak_device_memory()) / double(1 << 20);
+  };
   const long batches_per_step = long(ranks) * o.accumulate;
   long last_saved = o.resume ? state.step : -1;
   long attempt = state.step;  // steps tried, skipped ones included: what --debug-nan-steps counts
@@ -234,7 +240,7 @@ int run(session& s) {
                         target_tokens,
                         window_tokens / std::max(now - window_start, 1e-9),
                         now,
-                        double(examples::peak_device_memory()) / double(1 << 20)};
+                        peak_device_mib()};
     if (now - window_start > 10) {  // tokens/s over the last ten seconds or so
       window_start = now;
       window_tokens = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <attn/core.hpp>
@@ -19,6 +20,7 @@ struct small_config : attn::nn::config<attn::nn::widths<32, 64, 4, 8, 8>, 2> {};
 struct result {
   std::vector<double> losses;       // the loss of every step
   std::vector<float> parameters;    // every parameter after the last step, in list order
+  std::vector<std::string> names;   // each parameter's name, one per element of `parameters`
   std::vector<float> first_logits;  // the first step's logits
 };
 
@@ -66,6 +68,7 @@ result train(int steps, double dropout, void (*after_step)(int) = nullptr) {
     std::vector<float> host(static_cast<std::size_t>(p.size));
     memory<Device>::copy_to_host(host.data(), p.value, host.size() * sizeof(float));
     r.parameters.insert(r.parameters.end(), host.begin(), host.end());
+    r.names.insert(r.names.end(), host.size(), p.name);
   }
   return r;
 }

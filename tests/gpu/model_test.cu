@@ -14,10 +14,12 @@ namespace {
 
 using namespace gpu_test;
 
-/// ‖a − b‖ / ‖b‖.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+/// ‖a − b‖ / ‖b‖ over the elements that `keep` (default: all).
+double relative_error(const std::vector<float>& a, const std::vector<float>& b,
+                      const std::vector<bool>& keep = {}) {
   double diff = 0, norm = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!keep.empty() && !keep[i]) continue;
     diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
     norm += double(b[i]) * double(b[i]);
   }
@@ -35,8 +37,16 @@ void compare_steps(double dropout) {
     expect(std::abs(gpu.losses[s] - cpu.losses[s]) < 1e-4 * std::abs(cpu.losses[s]),
            "loss of step " + std::to_string(s + 1) + tag,
            std::to_string(gpu.losses[s]) + " vs CPU " + std::to_string(cpu.losses[s]));
-  const double parameter_error = relative_error(gpu.parameters, cpu.parameters);
-  expect(gpu.parameters.size() == cpu.parameters.size() && parameter_error < 1e-4, "parameters after 3 steps" + tag,
+  // The keys' biases are left out: their gradient is 0 in exact arithmetic (a constant added to
+  // all of a query's scores leaves the softmax as it is), so what reaches them is rounding noise
+  // near Adam's epsilon, which Adam turns into steps of about the learning rate with the noise's
+  // sign. Two CPU builds that differ only in rounding (OpenBLAS against Eigen's products) differ
+  // there by 1e-2 and elsewhere by 7e-7.
+  std::vector<bool> keep(cpu.names.size());
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = cpu.names[i].find(".key.bias") == std::string::npos;
+  const double parameter_error = relative_error(gpu.parameters, cpu.parameters, keep);
+  expect(gpu.parameters.size() == cpu.parameters.size() && parameter_error < 1e-4,
+         "parameters after 3 steps (keys' biases aside)" + tag,
          "relative error " + std::to_string(parameter_error));
 }
 

@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -81,16 +82,22 @@ inline int multiprocessor_count() {
 
 namespace detail {
 /// Whether the current device has stream-ordered memory pools (every GPU of CUDA 12's
-/// drivers does, unless the driver turned them off).
+/// drivers does, unless the driver turned them off). Asked once per device, for every thread:
+/// memory<cuda> frees what the pool gave with cudaFreeAsync and the rest with cudaFree.
 inline bool pools_supported() {
-  thread_local int answer = -1;
-  if (answer < 0) {
-    int device = 0, supported = 0;
-    answer = cudaGetDevice(&device) == cudaSuccess &&
-             cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
-             supported != 0;
+  static std::atomic<int> answers[256] = {};  // per device: 0 not asked yet, 1 no, 2 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 256) return false;
+  int answer = answers[device].load(std::memory_order_relaxed);
+  if (answer == 0) {
+    int supported = 0;
+    answer = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
+                     supported != 0
+                 ? 2
+                 : 1;
+    answers[device].store(answer, std::memory_order_relaxed);
   }
-  return answer == 1;
+  return answer == 2;
 }
 }  // namespace detail
 
