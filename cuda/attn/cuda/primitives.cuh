@@ -6,16 +6,14 @@
 // for bit there. Reductions over a row (the loss) use a tree order and agree to rounding.
 #pragma once
 
-#include <cub/device/device_radix_sort.cuh>
-
+#include <attn/core.hpp>
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 #include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <attn/core.hpp>
 
 #include "elementwise.cuh"
 #include "memory.cuh"
@@ -23,18 +21,42 @@
 namespace attn::cuda_backend::primitive_kernels {
 
 /// a·b and a + b, each rounded once, as the host computes them.
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
-__device__ inline float sqrt_rn(float a) { return __fsqrt_rn(a); }
-__device__ inline double sqrt_rn(double a) { return __dsqrt_rn(a); }
-__device__ inline float exp_of(float a) { return ::expf(a); }
-__device__ inline double exp_of(double a) { return ::exp(a); }
+__device__ inline float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ inline double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ inline float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ inline double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ inline float sub_rn(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ inline double sub_rn(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ inline float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ inline double div_rn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+__device__ inline float sqrt_rn(float a) {
+  return __fsqrt_rn(a);
+}
+__device__ inline double sqrt_rn(double a) {
+  return __dsqrt_rn(a);
+}
+__device__ inline float exp_of(float a) {
+  return ::expf(a);
+}
+__device__ inline double exp_of(double a) {
+  return ::exp(a);
+}
 
 inline constexpr int block = 256;
 
@@ -59,11 +81,15 @@ __device__ T block_reduce(T value, Op op, T identity, T* shared) {
 
 struct plus {
   template <class T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct maximum {
   template <class T>
-  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+  __device__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
 };
 
 /// Records the smallest offending position (or row) in *bad; starts at the largest index.
@@ -140,9 +166,9 @@ __global__ void attention_mask(T* bias, const Id* key_ids, index_t sentences, in
 /// One block a row: the row's maximum, then exp(x − max) written and summed, then scaled to
 /// the softmax; the row's −log p(target) and smoothed loss go to row_nll and row_smoothed.
 template <class T, class Id>
-__global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t rows, index_t classes,
-                                   double smoothing, Id pad, T* probabilities, T* weight, double* row_nll,
-                                   double* row_smoothed, unsigned long long* bad) {
+__global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t rows, index_t classes, double smoothing,
+                                   Id pad, T* probabilities, T* weight, double* row_nll, double* row_smoothed,
+                                   unsigned long long* bad) {
   __shared__ T shared_t[32];
   __shared__ double shared_d[32];
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -233,8 +259,8 @@ struct chunk {
 inline constexpr index_t chunk_elements = index_t{1} << 16;
 
 template <class T>
-__global__ void adam_step(const adam_tensor<T>* tensors, const chunk* chunks, T b1, T b2, T rest1, T rest2,
-                          T step_size, T root_correction2, T epsilon) {
+__global__ void adam_step(const adam_tensor<T>* tensors, const chunk* chunks, T b1, T b2, T rest1, T rest2, T step_size,
+                          T root_correction2, T epsilon) {
   const chunk piece = chunks[blockIdx.x];
   const adam_tensor<T> t = tensors[piece.array];
   for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) {
@@ -243,7 +269,8 @@ __global__ void adam_step(const adam_tensor<T>* tensors, const chunk* chunks, T 
     const T v = add_rn(mul_rn(b2, t.second_moment[j]), mul_rn(mul_rn(rest2, g), g));
     t.first_moment[j] = m;
     t.second_moment[j] = v;
-    t.value[j] = sub_rn(t.value[j], div_rn(mul_rn(step_size, m), add_rn(mul_rn(sqrt_rn(v), root_correction2), epsilon)));
+    t.value[j] =
+        sub_rn(t.value[j], div_rn(mul_rn(step_size, m), add_rn(mul_rn(sqrt_rn(v), root_correction2), epsilon)));
   }
 }
 
@@ -253,7 +280,8 @@ __global__ void sum_of_squares(const flat_array<const T>* arrays, const chunk* c
   const chunk piece = chunks[blockIdx.x];
   const T* data = arrays[piece.array].data;
   double local = 0;
-  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) local += double(data[j]) * double(data[j]);
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x)
+    local += double(data[j]) * double(data[j]);
   local = block_reduce(local, plus{}, 0.0, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = local;
 }
@@ -294,15 +322,30 @@ scratch_ptr upload(std::span<const T> host) {
   return p;
 }
 
-/// The pieces of every array for a multi-tensor launch, one block each.
+/// What a multi-tensor launch reads: the arrays' descriptions and the pieces of every array
+/// (a block each), both copied to the device.
 template <class Array>
-std::vector<primitive_kernels::chunk> chunks_of(std::span<const Array> arrays) {
-  std::vector<primitive_kernels::chunk> chunks;
-  for (std::size_t a = 0; a < arrays.size(); ++a)
-    for (index_t begin = 0; begin < arrays[a].size; begin += primitive_kernels::chunk_elements)
-      chunks.push_back({int(a), begin, std::min(arrays[a].size, begin + primitive_kernels::chunk_elements)});
-  return chunks;
-}
+class multi_tensor {
+ public:
+  explicit multi_tensor(std::span<const Array> arrays) {
+    std::vector<primitive_kernels::chunk> pieces;
+    for (std::size_t a = 0; a < arrays.size(); ++a)
+      for (index_t begin = 0; begin < arrays[a].size; begin += primitive_kernels::chunk_elements)
+        pieces.push_back({int(a), begin, std::min(arrays[a].size, begin + primitive_kernels::chunk_elements)});
+    blocks_ = unsigned(pieces.size());
+    if (blocks_ == 0) return;
+    arrays_ = upload(arrays);
+    chunks_ = upload(std::span<const primitive_kernels::chunk>(pieces));
+  }
+  /// Blocks to launch: 0 when there is nothing to do.
+  unsigned blocks() const { return blocks_; }
+  const Array* arrays() const { return static_cast<const Array*>(arrays_.get()); }
+  const primitive_kernels::chunk* chunks() const { return static_cast<const primitive_kernels::chunk*>(chunks_.get()); }
+
+ private:
+  unsigned blocks_ = 0;
+  scratch_ptr arrays_, chunks_;
+};
 
 /// A device word that kernels lower to the first bad position they meet; read after a launch.
 class bad_position {
@@ -340,8 +383,7 @@ struct primitives<cuda> {
   /// Checks the ids on the device, and waits for the check: a bad id is an exception here, as
   /// on the CPU, not a wrong embedding later.
   template <class T, class Id>
-  static void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count,
-                          T scale) {
+  static void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, T scale) {
     if (count == 0) return;
     cuda_backend::detail::bad_position bad;
     cuda_backend::primitive_kernels::gather_rows<<<grid(count), row_block(width), 0, cuda_backend::stream()>>>(
@@ -364,8 +406,9 @@ struct primitives<cuda> {
     cuda_backend::scratch_ptr positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
     cuda_backend::scratch_ptr sorted_positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
     cuda_backend::scratch_ptr sorted_ids = cuda_backend::allocate_scratch(sizeof(Id) * count);
-    cuda_backend::primitive_kernels::iota<index_t><<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-        static_cast<index_t*>(positions.get()), count);
+    cuda_backend::primitive_kernels::iota<index_t>
+        <<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+            static_cast<index_t*>(positions.get()), count);
     std::size_t temporary_bytes = 0;
     ATTN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
         nullptr, temporary_bytes, ids, static_cast<Id*>(sorted_ids.get()), static_cast<const index_t*>(positions.get()),
@@ -404,9 +447,9 @@ struct primitives<cuda> {
   template <class T>
   static void dropout_mask(T* mask, index_t count, double p, const random_stream& stream, std::uint64_t start) {
     if (count == 0) return;
-    cuda_backend::primitive_kernels::dropout_mask<<<elements(count), cuda_backend::primitive_kernels::block, 0,
-                                                    cuda_backend::stream()>>>(mask, count, p, stream, start,
-                                                                              static_cast<T>(1.0 / (1.0 - p)));
+    cuda_backend::primitive_kernels::
+        dropout_mask<<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+            mask, count, p, stream, start, static_cast<T>(1.0 / (1.0 - p)));
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -415,9 +458,9 @@ struct primitives<cuda> {
                              bool causal, T masked) {
     const index_t n = sentences * queries * keys;
     if (n == 0) return;
-    cuda_backend::primitive_kernels::attention_mask<<<elements(n), cuda_backend::primitive_kernels::block, 0,
-                                                      cuda_backend::stream()>>>(bias, key_ids, sentences, queries,
-                                                                                keys, pad, causal, masked);
+    cuda_backend::primitive_kernels::
+        attention_mask<<<elements(n), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+            bias, key_ids, sentences, queries, keys, pad, causal, masked);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -431,9 +474,11 @@ struct primitives<cuda> {
     double* row_smoothed = row_nll + rows;
     double* totals = row_smoothed + rows;
     cuda_backend::detail::bad_position bad;
-    cuda_backend::primitive_kernels::cross_entropy_rows<<<grid(rows), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-        logits, targets, rows, classes, smoothing, pad, probabilities, weight, row_nll, row_smoothed, bad.get());
-    cuda_backend::primitive_kernels::cross_entropy_totals<<<1, 1024, 0, cuda_backend::stream()>>>(row_nll, row_smoothed, weight, rows, totals);
+    cuda_backend::primitive_kernels::
+        cross_entropy_rows<<<grid(rows), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+            logits, targets, rows, classes, smoothing, pad, probabilities, weight, row_nll, row_smoothed, bad.get());
+    cuda_backend::primitive_kernels::cross_entropy_totals<<<1, 1024, 0, cuda_backend::stream()>>>(row_nll, row_smoothed,
+                                                                                                  weight, rows, totals);
     ATTN_CUDA_CHECK(cudaGetLastError());
     double host[3] = {};
     ATTN_CUDA_CHECK(cudaMemcpyAsync(host, totals, sizeof host, cudaMemcpyDeviceToHost, cuda_backend::stream()));
@@ -452,69 +497,63 @@ struct primitives<cuda> {
                                      double smoothing, T scale) {
     const index_t n = rows * classes;
     if (n == 0) return;
-    cuda_backend::primitive_kernels::cross_entropy_backward<<<elements(n), cuda_backend::primitive_kernels::block, 0,
-                                                              cuda_backend::stream()>>>(
-        gradient, targets, weight, rows, classes, T(smoothing / double(classes)), T(1.0 - smoothing), scale);
+    cuda_backend::primitive_kernels::
+        cross_entropy_backward<<<elements(n), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+            gradient, targets, weight, rows, classes, T(smoothing / double(classes)), T(1.0 - smoothing), scale);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
   /// Every tensor in one launch (a multi-tensor kernel: a block per 64 Ki elements of any tensor).
   template <class T>
   static void adam_step(std::span<const adam_tensor<T>> tensors, const adam_coefficients& c) {
-    const auto chunks = cuda_backend::detail::chunks_of(tensors);
-    if (chunks.empty()) return;
-    const auto on_device = cuda_backend::detail::upload(tensors);
-    const auto chunk_table = cuda_backend::detail::upload(std::span<const cuda_backend::primitive_kernels::chunk>(chunks));
-    cuda_backend::primitive_kernels::adam_step<<<unsigned(chunks.size()), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-        static_cast<const adam_tensor<T>*>(on_device.get()),
-        static_cast<const cuda_backend::primitive_kernels::chunk*>(chunk_table.get()), T(c.beta1), T(c.beta2), T(1 - c.beta1),
-        T(1 - c.beta2), T(c.step_size), T(c.root_correction2), T(c.epsilon));
+    const cuda_backend::detail::multi_tensor launch(tensors);
+    if (launch.blocks() == 0) return;
+    cuda_backend::primitive_kernels::adam_step<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
+        launch.arrays(), launch.chunks(), T(c.beta1), T(c.beta2), T(1 - c.beta1), T(1 - c.beta2), T(c.step_size),
+        T(c.root_correction2), T(c.epsilon));
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
   template <class T>
   static void fill(T* data, index_t count, T value) {
     if (count == 0) return;
-    cuda_backend::primitive_kernels::fill<<<elements(count), cuda_backend::primitive_kernels::block, 0,
-                                            cuda_backend::stream()>>>(data, count, value);
+    cuda_backend::primitive_kernels::
+        fill<<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(data, count,
+                                                                                                     value);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
   /// A partial sum a block, then one block over the partials in a fixed order; waits.
   template <class T>
   static double sum_of_squares(std::span<const flat_array<const T>> arrays) {
-    const auto chunks = cuda_backend::detail::chunks_of(arrays);
-    if (chunks.empty()) return 0;
-    const auto on_device = cuda_backend::detail::upload(arrays);
-    const auto chunk_table = cuda_backend::detail::upload(std::span<const cuda_backend::primitive_kernels::chunk>(chunks));
-    cuda_backend::scratch_ptr partial = cuda_backend::allocate_scratch(sizeof(double) * (chunks.size() + 1));
+    const cuda_backend::detail::multi_tensor launch(arrays);
+    if (launch.blocks() == 0) return 0;
+    const index_t count = launch.blocks();
+    cuda_backend::scratch_ptr partial = cuda_backend::allocate_scratch(sizeof(double) * std::size_t(count + 1));
     double* partials = static_cast<double*>(partial.get());
-    cuda_backend::primitive_kernels::sum_of_squares<<<unsigned(chunks.size()), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-        static_cast<const flat_array<const T>*>(on_device.get()),
-        static_cast<const cuda_backend::primitive_kernels::chunk*>(chunk_table.get()), partials);
-    cuda_backend::primitive_kernels::sum_partials<<<1, 1024, 0, cuda_backend::stream()>>>(partials, index_t(chunks.size()),
-                                                               partials + chunks.size());
+    cuda_backend::primitive_kernels::sum_of_squares<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
+        launch.arrays(), launch.chunks(), partials);
+    cuda_backend::primitive_kernels::sum_partials<<<1, 1024, 0, cuda_backend::stream()>>>(partials, count,
+                                                                                          partials + count);
     ATTN_CUDA_CHECK(cudaGetLastError());
     double total = 0;
     ATTN_CUDA_CHECK(
-        cudaMemcpyAsync(&total, partials + chunks.size(), sizeof total, cudaMemcpyDeviceToHost, cuda_backend::stream()));
+        cudaMemcpyAsync(&total, partials + count, sizeof total, cudaMemcpyDeviceToHost, cuda_backend::stream()));
     cuda_backend::synchronize();
     return total;
   }
 
   template <class T>
   static void scale(std::span<const flat_array<T>> arrays, double factor) {
-    const auto chunks = cuda_backend::detail::chunks_of(arrays);
-    if (chunks.empty()) return;
-    const auto on_device = cuda_backend::detail::upload(arrays);
-    const auto chunk_table = cuda_backend::detail::upload(std::span<const cuda_backend::primitive_kernels::chunk>(chunks));
-    cuda_backend::primitive_kernels::scale<<<unsigned(chunks.size()), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-        static_cast<const flat_array<T>*>(on_device.get()),
-        static_cast<const cuda_backend::primitive_kernels::chunk*>(chunk_table.get()), factor);
+    const cuda_backend::detail::multi_tensor launch(arrays);
+    if (launch.blocks() == 0) return;
+    cuda_backend::primitive_kernels::scale<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
+        launch.arrays(), launch.chunks(), factor);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
  private:
+  static constexpr int block = cuda_backend::primitive_kernels::block;
   /// A block a row, rows spread over the resident blocks.
   static unsigned grid(index_t rows) { return cuda_backend::detail::grid_for(rows * 128, 128); }
   /// Threads for a row of `width`: a warp multiple up to 256.
