@@ -1,7 +1,7 @@
 // The device primitives (core/primitives.hpp) against plain host loops: gathers and
 // scatter-adds by id, row selection, block copies, dropout and attention masks, the
-// label-smoothed loss and its gradient, Adam, norms and fills; odd and size-1 extents,
-// sentinel-guarded outputs, and the errors for bad ids. Built by nvcc for the GPU (suite gpu)
+// label-smoothed loss and its gradient, softmax and LayerNorm rows forward and backward, Adam,
+// norms and fills; odd and size-1 extents, sentinel-guarded outputs, and the errors for bad ids. Built by nvcc for the GPU (suite gpu)
 // and as C++ against the CPU backend (primitives_test_host.cpp, suite unit), so that the
 // references are checked wherever the tests run.
 #include "gpu_test.cuh"
@@ -204,6 +204,150 @@ void bad_target() {
          message);
 }
 
+/// Softmax over rows of scores [B, H, Q, K] with a mask [B, Q, K] repeated over the heads, its
+/// backward pass written and added; references in double.
+template <class T>
+void softmax_rows(index_t sentences, index_t heads, index_t queries, index_t keys) {
+  const index_t rows = sentences * heads * queries;
+  const std::string tag = type_name<T>() + " [" + std::to_string(sentences) + "," + std::to_string(heads) + "," +
+                          std::to_string(queries) + "," + std::to_string(keys) + "]";
+  const auto x = random_host<T>(extents<matrix>(rows, keys), -3.0, 3.0);
+  auto mask = random_host<T>(extents<matrix>(sentences * queries, keys), 0.0, 1.0);
+  for (index_t i = 0; i < mask.size(); ++i) mask.data()[i] = mask.data()[i] < T(0.3) ? T(-1e9) : T{0};
+  const T scale = T(0.7);
+  const attn::repeated_rows<T> repeat{nullptr, queries, heads};
+  const auto mask_row = [&](index_t r) { return r / (heads * queries) * queries + r % queries; };
+  expect(rows == 0 || repeat.row(rows - 1) == mask_row(rows - 1), "repeated_rows::row " + tag, "the last row's");
+
+  const auto softmax = [&](bool masked) {
+    std::vector<double> y(static_cast<std::size_t>(rows * keys));
+    for (index_t r = 0; r < rows; ++r) {
+      std::vector<double> v(static_cast<std::size_t>(keys));
+      double row_max = -INFINITY, total = 0;
+      for (index_t c = 0; c < keys; ++c) {
+        v[std::size_t(c)] = double(x.data()[r * keys + c]) * double(scale) +
+                            (masked ? double(mask.data()[mask_row(r) * keys + c]) : 0.0);
+        row_max = std::max(row_max, v[std::size_t(c)]);
+      }
+      for (auto& e : v) total += e = std::exp(e - row_max);
+      for (index_t c = 0; c < keys; ++c) y[std::size_t(r * keys + c)] = v[std::size_t(c)] / total;
+    }
+    return y;
+  };
+  const auto device_x = upload(x);
+  const auto device_mask = upload(mask);
+  for (const bool masked : {false, true}) {
+    guarded<T, matrix> y(extents<matrix>(rows, keys));
+    attn::repeated_rows<T> bias = repeat;
+    bias.data = masked ? device_mask.data() : nullptr;
+    prims::softmax_rows(y.view().data(), device_x.data(), rows, keys, scale, bias);
+    compare_guarded(std::string("softmax_rows ") + (masked ? "masked " : "") + tag, y, softmax(masked));
+  }
+
+  // Backward from y = softmax(x · scale + mask): dx = scale · y ⊙ (dy − Σ dy ⊙ y).
+  const auto y_ref = softmax(true);
+  attn::tensor<T, matrix, attn::cpu> y(extents<matrix>(rows, keys));
+  for (index_t i = 0; i < y.size(); ++i) y.data()[i] = T(y_ref[std::size_t(i)]);
+  const auto dy = random_host<T>(extents<matrix>(rows, keys));
+  std::vector<double> dx(static_cast<std::size_t>(rows * keys));
+  for (index_t r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (index_t c = 0; c < keys; ++c) dot += double(dy.data()[r * keys + c]) * double(y.data()[r * keys + c]);
+    for (index_t c = 0; c < keys; ++c)
+      dx[std::size_t(r * keys + c)] =
+          double(scale) * double(y.data()[r * keys + c]) * (double(dy.data()[r * keys + c]) - dot);
+  }
+  const auto device_y = upload(y);
+  const auto device_dy = upload(dy);
+  for (const bool add : {false, true}) {
+    guarded<T, matrix> out(extents<matrix>(rows, keys));
+    if (add) prims::fill(out.view().data(), rows * keys, T(0.5));
+    prims::softmax_rows_backward(out.view().data(), add, device_y.data(), device_dy.data(), rows, keys, scale);
+    std::vector<double> expected = dx;
+    if (add)
+      for (auto& e : expected) e += 0.5;
+    compare_guarded(std::string("softmax_rows_backward ") + (add ? "added " : "") + tag, out, expected);
+  }
+}
+
+/// LayerNorm over rows [rows, width], forward and backward (dx written or added, or not asked
+/// for; the gain's and bias's gradients added to what they hold).
+template <class T>
+void layer_norm_rows(index_t rows, index_t width) {
+  const std::string tag = type_name<T>() + " " + sizes_text(rows, width);
+  const T epsilon = T(1e-6);
+  const auto x = random_host<T>(extents<matrix>(rows, width), -2.0, 3.0);
+  const auto gain = random_host<T>(extents<list>(width), 0.5, 1.5);
+  const auto bias = random_host<T>(extents<list>(width));
+  const auto dy = random_host<T>(extents<matrix>(rows, width));
+  const auto n = [](index_t count) { return static_cast<std::size_t>(count); };
+  std::vector<double> mean(n(rows)), rstd(n(rows)), y(n(rows * width)), dx(n(rows * width));
+  std::vector<double> gain_grad(n(width), 0.25), bias_grad(n(width), 0.25);
+  for (index_t r = 0; r < rows; ++r) {
+    const T* row = x.data() + r * width;
+    double total = 0, squares = 0;
+    for (index_t c = 0; c < width; ++c) total += double(row[c]);
+    const double m = total / double(width);
+    for (index_t c = 0; c < width; ++c) squares += (double(row[c]) - m) * (double(row[c]) - m);
+    const double s = 1 / std::sqrt(squares / double(width) + double(epsilon));
+    mean[std::size_t(r)] = m;
+    rstd[std::size_t(r)] = s;
+    double g_mean = 0, gx_mean = 0;
+    for (index_t c = 0; c < width; ++c) {
+      const double x_hat = (double(row[c]) - m) * s, d = double(dy.data()[r * width + c]);
+      y[std::size_t(r * width + c)] = x_hat * double(gain.data()[c]) + double(bias.data()[c]);
+      g_mean += d * double(gain.data()[c]) / double(width);
+      gx_mean += d * double(gain.data()[c]) * x_hat / double(width);
+      gain_grad[std::size_t(c)] += d * x_hat;
+      bias_grad[std::size_t(c)] += d;
+    }
+    for (index_t c = 0; c < width; ++c) {
+      const double x_hat = (double(row[c]) - m) * s, g = double(dy.data()[r * width + c]) * double(gain.data()[c]);
+      dx[std::size_t(r * width + c)] = s * (g - g_mean - x_hat * gx_mean);
+    }
+  }
+
+  const auto device_x = upload(x);
+  const auto device_dy = upload(dy);
+  const auto device_gain = upload(gain);
+  const auto device_bias = upload(bias);
+  guarded<T, matrix> out(extents<matrix>(rows, width));
+  guarded<T, list> row_mean{extents<list>(rows)}, row_rstd{extents<list>(rows)};
+  prims::layer_norm_rows(out.view().data(), row_mean.view().data(), row_rstd.view().data(), device_x.data(),
+                         device_gain.data(), device_bias.data(), rows, width, epsilon);
+  compare_guarded("layer_norm_rows " + tag, out, y);
+  compare_guarded("layer_norm_rows mean " + tag, row_mean, mean);
+  compare_guarded("layer_norm_rows rstd " + tag, row_rstd, rstd);
+
+  // The sums over many rows in float: a looser bound than one row's.
+  const double sum_tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-11;
+  for (const int mode : {0, 1, 2}) {  // dx written, dx added, no dx
+    const std::string what = mode == 0 ? "" : mode == 1 ? "added " : "without dx ";
+    guarded<T, matrix> d_x(extents<matrix>(rows, width));
+    guarded<T, list> d_gain{extents<list>(width)}, d_bias{extents<list>(width)};
+    prims::fill(d_gain.view().data(), width, T(0.25));
+    prims::fill(d_bias.view().data(), width, T(0.25));
+    if (mode == 1) prims::fill(d_x.view().data(), rows * width, T(-1));
+    prims::layer_norm_rows_backward(mode == 2 ? nullptr : d_x.view().data(), mode == 1, d_gain.view().data(),
+                                    d_bias.view().data(), device_dy.data(), device_x.data(), row_mean.view().data(),
+                                    row_rstd.view().data(), device_gain.data(), rows, width);
+    if (mode != 2) {
+      std::vector<double> expected = dx;
+      if (mode == 1)
+        for (auto& e : expected) e -= 1;
+      compare_guarded("layer_norm_rows_backward dx " + what + tag, d_x, expected);
+    }
+    compare_guarded("layer_norm_rows_backward gain " + what + tag, d_gain, gain_grad, sum_tolerance);
+    compare_guarded("layer_norm_rows_backward bias " + what + tag, d_bias, bias_grad, sum_tolerance);
+  }
+  // Only dx: the gain's and bias's gradients are not asked for.
+  guarded<T, matrix> only(extents<matrix>(rows, width));
+  prims::layer_norm_rows_backward(only.view().data(), false, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+                                  device_dy.data(), device_x.data(), row_mean.view().data(), row_rstd.view().data(),
+                                  device_gain.data(), rows, width);
+  compare_guarded("layer_norm_rows_backward dx only " + tag, only, dx);
+}
+
 template <class T>
 void adam_and_norms() {
   const std::vector<index_t> sizes = {1, 70001, 5};  // one tensor spans two chunks of a launch
@@ -263,6 +407,12 @@ void all_of_type() {
   for (const index_t rows : {index_t{1}, index_t{5}})
     for (const index_t classes : {index_t{1}, index_t{3}, index_t{1000}, index_t{5003}}) cross_entropy<T>(rows, classes);
   adam_and_norms<T>();
+  softmax_rows<T>(1, 1, 1, 1);
+  softmax_rows<T>(2, 3, 5, 7);
+  softmax_rows<T>(3, 2, 17, 129);
+  softmax_rows<T>(1, 4, 3, 1000);
+  for (const index_t rows : {index_t{1}, index_t{17}, index_t{9001}})  // 9001: more than 512 blocks of 16
+    for (const index_t width : {index_t{1}, index_t{33}, index_t{512}}) layer_norm_rows<T>(rows, width);
 }
 
 }  // namespace

@@ -251,6 +251,167 @@ __global__ void cross_entropy_backward(T* gradient, const Id* targets, const T* 
   }
 }
 
+/// Combines `value` over the warp with Op by a butterfly: every lane gets the same result
+/// (each step combines the same two partials, in either order, and Op commutes).
+template <class T, class Op>
+__device__ T warp_reduce(T value, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+inline constexpr int warps_a_block = block / 32;
+
+/// The rows a warp works on: warp w of the grid takes rows w, w + warps, …
+struct warp_rows {
+  index_t first, step;
+  __device__ warp_rows()
+      : first(static_cast<index_t>(blockIdx.x) * warps_a_block + threadIdx.x / 32),
+        step(static_cast<index_t>(gridDim.x) * warps_a_block) {}
+};
+
+/// A warp a row: the row's maximum, then Σ exp(x − max), then the softmax written, each pass
+/// reading x · scale + bias again (from the cache) rather than keeping it.
+template <class T>
+__global__ void softmax_rows(T* out, const T* in, index_t rows, index_t width, T scale, repeated_rows<T> bias) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* x = in + r * width;
+    const T* b = bias.data ? bias.data + bias.row(r) * width : nullptr;
+    const auto value = [&](index_t c) { return b ? x[c] * scale + b[c] : x[c] * scale; };
+    T row_max = -std::numeric_limits<T>::infinity();
+    for (index_t c = lane; c < width; c += 32) row_max = maximum{}(row_max, value(c));
+    row_max = warp_reduce(row_max, maximum{});
+    T total = 0;
+    for (index_t c = lane; c < width; c += 32) total += exp_of(value(c) - row_max);
+    const T inverse = T{1} / warp_reduce(total, plus{});
+    T* y = out + r * width;
+    for (index_t c = lane; c < width; c += 32) y[c] = exp_of(value(c) - row_max) * inverse;
+  }
+}
+
+/// A warp a row: dx (+)= scale · y ⊙ (dy − Σ dy ⊙ y).
+template <class T>
+__global__ void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, T scale) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* y_row = y + r * width;
+    const T* dy_row = dy + r * width;
+    T dot = 0;
+    for (index_t c = lane; c < width; c += 32) dot += dy_row[c] * y_row[c];
+    dot = warp_reduce(dot, plus{});
+    T* dx_row = dx + r * width;
+    for (index_t c = lane; c < width; c += 32) {
+      const T g = (dy_row[c] - dot) * y_row[c] * scale;
+      dx_row[c] = add ? dx_row[c] + g : g;
+    }
+  }
+}
+
+/// A warp a row: the mean, the variance of the centred row (a second pass, for accuracy), the
+/// row normalised, scaled and shifted.
+template <class T>
+__global__ void layer_norm_rows(T* out, T* row_mean, T* row_rstd, const T* in, const T* gain, const T* bias,
+                                index_t rows, index_t width, T epsilon) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* x = in + r * width;
+    T total = 0;
+    for (index_t c = lane; c < width; c += 32) total += x[c];
+    const T mean = warp_reduce(total, plus{}) / T(width);
+    T squares = 0;
+    for (index_t c = lane; c < width; c += 32) squares += (x[c] - mean) * (x[c] - mean);
+    const T rstd = T{1} / sqrt_rn(warp_reduce(squares, plus{}) / T(width) + epsilon);
+    T* y = out + r * width;
+    for (index_t c = lane; c < width; c += 32) y[c] = (x[c] - mean) * rstd * gain[c] + bias[c];
+    if (lane == 0) {
+      row_mean[r] = mean;
+      row_rstd[r] = rstd;
+    }
+  }
+}
+
+/// Rows whose per-row sums a block holds in shared memory at a time (LayerNorm's backward pass).
+inline constexpr int layer_norm_rows_at_once = 64;
+
+/// LayerNorm's backward pass in one launch. Each block takes a run of rows: a warp a row for
+/// the row's mean(g) and mean(g ⊙ x̂), then a thread a column for dx and for the block's
+/// partial sums of the gain and bias gradients, written to `partial` [blocks, 2, width]. The
+/// last block to finish adds every block's partials in block order: no atomics on the sums,
+/// so the result does not depend on which block ran first.
+template <class T>
+__global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
+                                         const T* row_mean, const T* row_rstd, const T* gain, index_t rows,
+                                         index_t width, index_t rows_a_block, T* partial, unsigned* finished) {
+  __shared__ T g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
+  __shared__ bool last_block;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool sums = gain_grad || bias_grad;
+  const index_t first = static_cast<index_t>(blockIdx.x) * rows_a_block;
+  const index_t end = first + rows_a_block < rows ? first + rows_a_block : rows;
+  T* gain_partial = partial + static_cast<index_t>(blockIdx.x) * 2 * width;
+  T* bias_partial = gain_partial + width;
+  if (sums)
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = T{0};
+  for (index_t at = first; at < end; at += layer_norm_rows_at_once) {
+    const index_t stop = at + layer_norm_rows_at_once < end ? at + layer_norm_rows_at_once : end;
+    if (dx) {
+      for (index_t r = at + warp; r < stop; r += warps_a_block) {
+        const T mean = row_mean[r], rstd = row_rstd[r];
+        T g_total = 0, gx_total = 0;
+        for (index_t c = lane; c < width; c += 32) {
+          const T g = dy[r * width + c] * gain[c];
+          g_total += g;
+          gx_total += g * ((in[r * width + c] - mean) * rstd);
+        }
+        g_total = warp_reduce(g_total, plus{});
+        gx_total = warp_reduce(gx_total, plus{});
+        if (lane == 0) {
+          g_mean[r - at] = g_total / T(width);
+          gx_mean[r - at] = gx_total / T(width);
+        }
+      }
+    }
+    __syncthreads();
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+      T gain_sum = 0, bias_sum = 0;
+      for (index_t r = at; r < stop; ++r) {
+        const T rstd = row_rstd[r];
+        const T x_hat = (in[r * width + c] - row_mean[r]) * rstd;
+        const T d = dy[r * width + c];
+        gain_sum += d * x_hat;
+        bias_sum += d;
+        if (dx) {
+          const T g = (d * gain[c] - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
+          dx[r * width + c] = add ? dx[r * width + c] + g : g;
+        }
+      }
+      if (sums) {
+        gain_partial[c] += gain_sum;
+        bias_partial[c] += bias_sum;
+      }
+    }
+    __syncthreads();
+  }
+  if (!sums) return;
+  __threadfence();  // this block's partials are visible to the last block before it counts
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(finished, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last_block) return;
+  for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+    T gain_total = 0, bias_total = 0;
+    for (index_t b = 0; b < gridDim.x; ++b) {
+      gain_total += __ldcg(partial + b * 2 * width + c);  // from L2: other blocks wrote them
+      bias_total += __ldcg(partial + (b * 2 + 1) * width + c);
+    }
+    if (gain_grad) gain_grad[c] += gain_total;
+    if (bias_grad) bias_grad[c] += bias_total;
+  }
+}
+
 /// A piece of one array in a multi-tensor launch: block b works on chunks[b].
 struct chunk {
   int array;
@@ -503,6 +664,53 @@ struct primitives<cuda> {
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
+  /// A warp a row, one launch.
+  template <class T>
+  static void softmax_rows(T* out, const T* in, index_t rows, index_t width, T scale, repeated_rows<T> bias) {
+    if (rows == 0 || width == 0) return;
+    cuda_backend::primitive_kernels::softmax_rows<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
+        out, in, rows, width, scale, bias);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <class T>
+  static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, T scale) {
+    if (rows == 0 || width == 0) return;
+    cuda_backend::primitive_kernels::softmax_rows_backward<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
+        dx, add, y, dy, rows, width, scale);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// A warp a row, one launch.
+  template <class T>
+  static void layer_norm_rows(T* out, T* row_mean, T* row_rstd, const T* in, const T* gain, const T* bias,
+                              index_t rows, index_t width, T epsilon) {
+    if (rows == 0) return;
+    cuda_backend::primitive_kernels::layer_norm_rows<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
+        out, row_mean, row_rstd, in, gain, bias, rows, width, epsilon);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// One launch: at most 512 blocks of at least 16 rows each, whatever the GPU, so that the
+  /// gain's and bias's sums are added in the same order on every device.
+  template <class T>
+  static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
+                                       const T* row_mean, const T* row_rstd, const T* gain, index_t rows,
+                                       index_t width) {
+    if (rows == 0 || (!dx && !gain_grad && !bias_grad)) return;
+    const index_t blocks = std::min<index_t>(512, (rows + 15) / 16);
+    const index_t rows_a_block = (rows + blocks - 1) / blocks;
+    const bool sums = gain_grad || bias_grad;
+    cuda_backend::scratch_ptr scratch =
+        cuda_backend::allocate_scratch(sums ? sizeof(T) * std::size_t(blocks * 2 * width) + sizeof(T) : 0);
+    T* partial = static_cast<T*>(scratch.get());
+    unsigned* finished = sums ? reinterpret_cast<unsigned*>(partial + blocks * 2 * width) : nullptr;
+    if (sums) ATTN_CUDA_CHECK(cudaMemsetAsync(finished, 0, sizeof(unsigned), cuda_backend::stream()));
+    cuda_backend::primitive_kernels::layer_norm_rows_backward<<<unsigned(blocks), block, 0, cuda_backend::stream()>>>(
+        dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, rows_a_block, partial, finished);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
   /// Every tensor in one launch (a multi-tensor kernel: a block per 64 Ki elements of any tensor).
   template <class T>
   static void adam_step(std::span<const adam_tensor<T>> tensors, const adam_coefficients& c) {
@@ -559,6 +767,10 @@ struct primitives<cuda> {
   /// Threads for a row of `width`: a warp multiple up to 256.
   static unsigned row_block(index_t width) {
     return unsigned(std::min<index_t>(256, std::max<index_t>(32, (width + 31) / 32 * 32)));
+  }
+  /// Blocks for a warp a row.
+  static unsigned warp_grid(index_t rows) {
+    return cuda_backend::detail::grid_for(rows * 32, cuda_backend::primitive_kernels::block);
   }
   /// Blocks for an elementwise loop over n.
   static unsigned elements(index_t n) {

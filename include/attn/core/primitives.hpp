@@ -45,6 +45,19 @@ struct adam_coefficients {
   double root_correction2;  // 1 / √(1 − β2^t)
 };
 
+/// An operand whose rows repeat under a [rows, width] array: row r of the array reads row
+/// (r / (inner · repeat)) · inner + r mod inner of `data`. A mask [B, Q, K] under attention
+/// scores [B, H, Q, K] has inner Q and repeat H; an operand with the array's own rows has
+/// repeat 1; a null `data` is no operand.
+template <class T>
+struct repeated_rows {
+  const T* data = nullptr;
+  index_t inner = 1;
+  index_t repeat = 1;
+
+  ATTN_HOST_DEVICE index_t row(index_t r) const { return r / (inner * repeat) * inner + r % inner; }
+};
+
 /// The sums of a label-smoothed cross-entropy over the rows that are not padding.
 struct cross_entropy_totals {
   double nll = 0;       // Σ −log p(target)
@@ -74,6 +87,17 @@ struct cross_entropy_totals {
 ///       returns the totals (on the host). Throws extent_error for a target outside [0, classes).
 ///   cross_entropy_backward(gradient, targets, weight, rows, classes, smoothing, scale)
 ///       in place over the probabilities: gradient = (p − q) · weight · scale, q the smoothed target.
+///   softmax_rows(out, in, rows, width, scale, bias)           bias: repeated_rows<T>
+///       out[r, :] = softmax(in[r, :] · scale + bias's row for r), one pass a row; out may be in.
+///   softmax_rows_backward(dx, add, y, dy, rows, width, scale)
+///       dx[r, :] (+)= scale · y ⊙ (dy − Σ dy ⊙ y) over each row: written, or added when `add`.
+///   layer_norm_rows(out, row_mean, row_rstd, in, gain, bias, rows, width, epsilon)
+///       out = (in − mean) · rstd · gain + bias over each row, rstd = 1/√(var + ε); writes the
+///       rows' mean and rstd [rows] for the backward pass.
+///   layer_norm_rows_backward(dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width)
+///       dx (+)= rstd · (g − mean(g) − x̂ · mean(g ⊙ x̂)), g = dy ⊙ gain, x̂ = (in − mean) · rstd;
+///       gain_grad += Σ_rows dy ⊙ x̂ and bias_grad += Σ_rows dy, summed in an order that does not
+///       depend on the thread count. A null dx, gain_grad or bias_grad is not computed.
 ///   adam_step(tensors, coefficients)                        tensors: host span
 ///       Adam's update of every tensor (one launch where the device allows it).
 ///   fill(data, count, value)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../core/primitives.hpp"
@@ -155,6 +156,104 @@ struct primitives<cpu> {
                               });
   }
 
+  /// out = softmax(in · scale + bias) along each row: the row written, its maximum subtracted
+  /// for range, exponentiated, summed and scaled, while it is in the cache (paper §3.2.1).
+  template <class T>
+  static void softmax_rows(T* out, const T* in, index_t rows, index_t width, T scale, repeated_rows<T> bias) {
+    using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+      for (index_t r = begin; r < end; ++r) {
+        Eigen::Map<row_array> y(out + r * width, width);
+        y = Eigen::Map<const row_array>(in + r * width, width) * scale;
+        if (bias.data) y += Eigen::Map<const row_array>(bias.data + bias.row(r) * width, width);
+        y = (y - y.maxCoeff()).exp();
+        y *= T{1} / y.sum();
+      }
+    });
+  }
+
+  /// dx (+)= scale · y ⊙ (dy − Σ dy ⊙ y) along each row.
+  template <class T>
+  static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, T scale) {
+    using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+      for (index_t r = begin; r < end; ++r) {
+        const Eigen::Map<const row_array> y_row(y + r * width, width), dy_row(dy + r * width, width);
+        Eigen::Map<row_array> dx_row(dx + r * width, width);
+        const T dot = (dy_row * y_row).sum();
+        if (add) dx_row += (dy_row - dot) * y_row * scale;
+        else dx_row = (dy_row - dot) * y_row * scale;
+      }
+    });
+  }
+
+  /// out = (in − mean) · rstd · gain + bias along each row (Ba et al., 2016; paper §3.1); the
+  /// variance from the centred row (two passes), as the expression it replaces computed it.
+  template <class T>
+  static void layer_norm_rows(T* out, T* row_mean, T* row_rstd, const T* in, const T* gain, const T* bias,
+                              index_t rows, index_t width, T epsilon) {
+    using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    const Eigen::Map<const row_array> g(gain, width), b(bias, width);
+    cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+      for (index_t r = begin; r < end; ++r) {
+        const Eigen::Map<const row_array> x(in + r * width, width);
+        Eigen::Map<row_array> y(out + r * width, width);
+        const T mean = x.sum() / T(width);
+        y = x - mean;
+        const T rstd = T{1} / std::sqrt(y.square().sum() / T(width) + epsilon);
+        y = y * rstd * g + b;
+        row_mean[r] = mean;
+        row_rstd[r] = rstd;
+      }
+    });
+  }
+
+  /// LayerNorm's backward pass (core/primitives.hpp). The gain's and bias's sums over rows go
+  /// through partial sums of fixed blocks of rows, added in block order: the same numbers for
+  /// any thread count.
+  template <class T>
+  static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
+                                       const T* row_mean, const T* row_rstd, const T* gain, index_t rows,
+                                       index_t width) {
+    using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+    const Eigen::Map<const row_array> gain_row(gain, width);
+    const index_t blocks = (rows + layer_norm_block_rows - 1) / layer_norm_block_rows;
+    const bool sums = gain_grad || bias_grad;
+    std::vector<T> partial(sums ? static_cast<std::size_t>(blocks * 2 * width) : 0);
+    cpu_backend::parallel_for(blocks, 1, std::max<index_t>(1, 16384 / (layer_norm_block_rows * std::max<index_t>(1, width))),
+                              [&](index_t begin, index_t end) {
+      row_array x_hat(width), g(width);
+      for (index_t block = begin; block < end; ++block) {
+        Eigen::Map<row_array> gain_sum(sums ? partial.data() + block * 2 * width : nullptr, sums ? width : 0);
+        Eigen::Map<row_array> bias_sum(sums ? partial.data() + (block * 2 + 1) * width : nullptr, sums ? width : 0);
+        if (sums) {
+          gain_sum.setZero();
+          bias_sum.setZero();
+        }
+        for (index_t r = block * layer_norm_block_rows; r < std::min(rows, (block + 1) * layer_norm_block_rows); ++r) {
+          const Eigen::Map<const row_array> x(in + r * width, width), d(dy + r * width, width);
+          const T rstd = row_rstd[r];
+          x_hat = (x - row_mean[r]) * rstd;
+          if (sums) {
+            gain_sum += d * x_hat;
+            bias_sum += d;
+          }
+          if (!dx) continue;
+          g = d * gain_row;
+          const T g_mean = g.sum() / T(width), gx_mean = (g * x_hat).sum() / T(width);
+          Eigen::Map<row_array> dx_row(dx + r * width, width);
+          if (add) dx_row += (g - g_mean - x_hat * gx_mean) * rstd;
+          else dx_row = (g - g_mean - x_hat * gx_mean) * rstd;
+        }
+      }
+    });
+    if (!sums) return;
+    for (index_t block = 0; block < blocks; ++block) {
+      if (gain_grad) Eigen::Map<row_array>(gain_grad, width) += Eigen::Map<const row_array>(partial.data() + block * 2 * width, width);
+      if (bias_grad) Eigen::Map<row_array>(bias_grad, width) += Eigen::Map<const row_array>(partial.data() + (block * 2 + 1) * width, width);
+    }
+  }
+
   /// Adam's update of every tensor, each split over the threads.
   template <class T>
   static void adam_step(std::span<const adam_tensor<T>> tensors, const adam_coefficients& c) {
@@ -195,6 +294,9 @@ struct primitives<cpu> {
   }
 
  private:
+  /// Rows whose gain and bias gradients one partial sum holds (LayerNorm's backward pass).
+  static constexpr index_t layer_norm_block_rows = 32;
+
   static index_t rows_per_piece(index_t width) { return std::max<index_t>(1, 4096 / std::max<index_t>(1, width)); }
 
   static void check_rows(const index_t* keep, index_t count, index_t rows) {

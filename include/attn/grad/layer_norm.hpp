@@ -2,44 +2,44 @@
 // features normalised to mean 0 and variance 1, then scaled by gamma and shifted by beta.
 #pragma once
 
-#include "../expr/broadcast.hpp"
-#include "../expr/elementwise.hpp"
-#include "../expr/layout.hpp"
-#include "../expr/reduce.hpp"
-#include "linear.hpp"
+#include "../core/primitives.hpp"
 #include "variable.hpp"
 
 namespace attn::grad {
 
-/// y = (x − mean) / √(var + epsilon) · gamma + beta over D, for x [B, L, D].
+/// y = (x − mean) / √(var + epsilon) · gamma + beta over D, for x [B, L, D]: each direction one
+/// launch of the device's row primitives, the rows' mean and 1/√(var + ε) kept between them.
 template <class T, class B, class L, class D, class Device>
 variable<T, shape<B, L, D>, Device> layer_norm(tape* t, const variable<T, shape<B, L, D>, Device>& x,
                                                const variable<T, shape<D>, Device>& gamma,
                                                const variable<T, shape<D>, Device>& beta,
                                                T epsilon = T(1e-6)) {
-  const auto& xv = x.value();
-  auto row_mean = eval(mean<D>(xv));
-  auto centred = xv - broadcast_like(row_mean, xv);
-  auto row_rstd = eval(rsqrt(mean<D>(centred * centred) + epsilon));
-  variable<T, shape<B, L, D>, Device> y(centred * broadcast_like(row_rstd, xv) * broadcast_like(gamma.value(), xv) +
-                                            broadcast_like(beta.value(), xv),
+  using row_shape = shape<B, L>;
+  check_common_extents("attn::grad::layer_norm", gamma.extents(), x.extents());
+  check_common_extents("attn::grad::layer_norm", beta.extents(), x.extents());
+  const index_t width = x.extents().template extent<D>();
+  const extents<row_shape> row_sizes(gather_extents<row_shape>(x.extents()));
+  const index_t rows = row_sizes.size();
+  tensor<T, row_shape, Device> row_mean(row_sizes, uninitialized), row_rstd(row_sizes, uninitialized);
+  variable<T, shape<B, L, D>, Device> y(tensor<T, shape<B, L, D>, Device>(x.extents(), uninitialized),
                                         recording(t, x, gamma, beta));
+  primitives<Device>::layer_norm_rows(y.value().data(), row_mean.data(), row_rstd.data(), x.value().data(),
+                                      gamma.value().data(), beta.value().data(), rows, width, epsilon);
   if (y.requires_grad()) {
-    t->record([x, gamma, beta, y, row_mean = std::move(row_mean), row_rstd = std::move(row_rstd)] {
+    t->record([x, gamma, beta, y, row_mean = std::move(row_mean), row_rstd = std::move(row_rstd), rows, width] {
       if (!y.has_grad()) return;
-      const auto& dy = y.grad();
-      const auto& xv = x.value();
-      auto rstd = broadcast_like(row_rstd, xv);
-      auto x_hat = (xv - broadcast_like(row_mean, xv)) * rstd;
-      if (x.requires_grad()) {
-        // dx = rstd · (g − mean(g) − x̂ · mean(g ⊙ x̂)), g = dy ⊙ gamma
-        auto g = dy * broadcast_like(gamma.value(), xv);
-        const auto g_mean = eval(mean<D>(g));
-        const auto gx_mean = eval(mean<D>(g * x_hat));
-        x.accumulate(rstd * (g - broadcast_like(g_mean, xv) - x_hat * broadcast_like(gx_mean, xv)));
-      }
-      if (gamma.requires_grad()) gamma.accumulate(sum<detail::rows>(merge<B, L, detail::rows>(dy * x_hat)));
-      if (beta.requires_grad()) beta.accumulate(sum<detail::rows>(merge<B, L, detail::rows>(dy)));
+      // The gain and bias gradients are added by the primitive: zero them if none has come yet.
+      if (gamma.requires_grad() && !gamma.has_grad()) gamma.zero_grad();
+      if (beta.requires_grad() && !beta.has_grad()) beta.zero_grad();
+      T* gain_grad = gamma.requires_grad() ? gamma.grad().data() : nullptr;
+      T* bias_grad = beta.requires_grad() ? beta.grad().data() : nullptr;
+      const auto backward = [&](T* dx, bool add) {
+        primitives<Device>::layer_norm_rows_backward(dx, add, gain_grad, bias_grad, y.grad().data(), x.value().data(),
+                                                     row_mean.data(), row_rstd.data(), gamma.value().data(), rows,
+                                                     width);
+      };
+      if (x.requires_grad()) x.accumulate_with(backward);
+      else backward(nullptr, false);
     });
   }
   return y;

@@ -72,6 +72,20 @@ class variable {
     }
   }
 
+  /// grad (+)= what `write(data, add)` leaves in `data`: for a device primitive that writes its
+  /// result (add false, the first contribution) or adds it to what is there (add true).
+  template <class Write>
+  void accumulate_with(Write&& write) const {
+    state& s = *state_;
+    if (s.has_grad) {
+      write(s.grad->data(), true);
+      return;
+    }
+    if (!s.grad) s.grad.emplace(extents(), uninitialized);
+    write(s.grad->data(), false);
+    s.has_grad = true;
+  }
+
   /// Sets the gradient to zero, keeping its storage: parameters between optimizer steps.
   void zero_grad() const {
     state& s = *state_;
