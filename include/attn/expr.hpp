@@ -1,6 +1,7 @@
 // The expression layer: lazy, shape-checked nodes over tensor views.
 #pragma once
 
+#include "expr/affine.hpp"
 #include "expr/broadcast.hpp"
 #include "expr/contract.hpp"
 #include "expr/elementwise.hpp"

@@ -1,6 +1,7 @@
 // Contractions (cuBLAS) against host loops: the four transpose layouts with and without batch
 // dimensions, attention's Q·Kᵀ and P·V, operands that need a temporary, several free
-// dimensions, size-1 and empty contracted dimensions, contractions inside elementwise trees.
+// dimensions, size-1 and empty contracted dimensions, contractions inside elementwise trees, and
+// products with a bias (and ReLU) epilogue.
 #include "gpu_test.cuh"
 
 #include <string>
@@ -245,6 +246,66 @@ void aliasing() {
   });
 }
 
+/// A linear layer's x·W + b and relu(x·W + b) (cuBLASLt with a bias epilogue for float, two
+/// passes for double): the four layouts, a bias at an odd address, an output at one (the
+/// guarded buffer's) and at the pool's alignment, and a [batch, len, in] input.
+template <class T>
+void affine_epilogues(index_t M, index_t N, index_t K) {
+  const std::string t = "/" + type_name<T>();
+  const std::string size = " m=" + std::to_string(M) + " n=" + std::to_string(N) + " k=" + std::to_string(K);
+  const auto ha = random_host<T>(extents<shape<rows, inner>>(M, K));
+  const auto hat = random_host<T>(extents<shape<inner, rows>>(K, M));
+  const auto hb = random_host<T>(extents<shape<inner, cols>>(K, N));
+  const auto hbt = random_host<T>(extents<shape<cols, inner>>(N, K));
+  const auto hbias = random_host<T>(extents<shape<cols>>(N + 1));
+  const auto a = upload(ha);
+  const auto at_ = upload(hat);
+  const auto b = upload(hb);
+  const auto bt = upload(hbt);
+  const auto bias_storage = upload(hbias);
+  const attn::tensor_view<const T, shape<cols>, device> bias(bias_storage.data(), extents<shape<cols>>(N));
+  const attn::tensor_view<const T, shape<cols>, device> odd_bias(bias_storage.data() + 1, extents<shape<cols>>(N));
+  const extents<shape<rows, cols>> out_sizes(M, N);
+  const auto relu = [](double v) { return v > 0 ? v : 0.0; };
+  const auto product = [&](auto i, bool a_t, bool b_t) {
+    return dot(K, [&](index_t k) {
+      return (a_t ? at(hat, {k, i[0]}) : at(ha, {i[0], k})) * (b_t ? at(hbt, {i[1], k}) : at(hb, {k, i[1]}));
+    });
+  };
+  const auto bias_at = [&](index_t c, bool odd) { return double(hbias.data()[c + (odd ? 1 : 0)]); };
+
+  check("A B + bias" + size + t, attn::contract<inner>(a, b) + attn::broadcast(bias, out_sizes),
+        [&](auto i) { return product(i, false, false) + bias_at(i[1], false); });
+  check("relu(A Bt + bias)" + size + t, attn::relu(attn::contract<inner>(a, bt) + attn::broadcast(bias, out_sizes)),
+        [&](auto i) { return relu(product(i, false, true) + bias_at(i[1], false)); });
+  check("relu(At B + odd bias)" + size + t,
+        attn::relu(attn::contract<inner>(at_, b) + attn::broadcast(odd_bias, out_sizes)),
+        [&](auto i) { return relu(product(i, true, false) + bias_at(i[1], true)); });
+  check("At Bt + odd bias" + size + t, attn::contract<inner>(at_, bt) + attn::broadcast(odd_bias, out_sizes),
+        [&](auto i) { return product(i, true, true) + bias_at(i[1], true); });
+
+  guard_exceptions("relu(A B + bias) into an aligned tensor" + size + t, [&] {
+    attn::tensor<T, shape<rows, cols>, device> out(out_sizes);
+    out = attn::relu(attn::contract<inner>(a, b) + attn::broadcast(bias, out_sizes));
+    compare("relu(A B + bias) into an aligned tensor" + size + t, download(out),
+            reference(out_sizes, [&](auto i) { return relu(product(i, false, false) + bias_at(i[1], false)); }),
+            default_tolerance<T>);
+  });
+
+  // [batch, len, inner] · [inner, cols]: the model's linear layers, batch and len both free.
+  const index_t B = 2;
+  if (M % B == 0) {
+    const extents<shape<batch, len, inner>> x_sizes(B, M / B, K);
+    const attn::tensor_view<const T, shape<batch, len, inner>, device> x(a.data(), x_sizes);
+    check("relu(X[b,l,k] W + bias)" + size + t,
+          attn::relu(attn::contract<inner>(x, b) + attn::broadcast(bias, extents<shape<batch, len, cols>>(B, M / B, N))),
+          [&](auto i) {
+            return relu(product(std::array<index_t, 2>{i[0] * (M / B) + i[1], i[2]}, false, false) +
+                        bias_at(i[2], false));
+          });
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -267,6 +328,11 @@ int main() {
     other_forms<double>();
     aliasing<float>();
     aliasing<double>();
+    for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {2, 17, 5}, {128, 256, 64},
+                                  {130, 67, 257}}) {
+      affine_epilogues<float>(m, n, k);
+      affine_epilogues<double>(m, n, k);
+    }
   } catch (const std::exception& error) {
     fail("contract tests", std::string("threw: ") + error.what());
   }

@@ -1,6 +1,6 @@
 // The CUDA executor: `view = expression` on a device tensor checks the shape rule of
-// assignment, then lowers: contractions to cuBLAS, reductions to row kernels, the rest to one
-// generated elementwise kernel.
+// assignment, then lowers: a product with a bias (and ReLU) to cuBLASLt with an epilogue,
+// contractions to cuBLAS, reductions to row kernels, the rest to one generated elementwise kernel.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 
 #include <attn/expr.hpp>
 
+#include "affine.cuh"
 #include "contract.cuh"
 #include "elementwise.cuh"
 #include "memory.cuh"
@@ -79,10 +80,30 @@ bool root_hazard(const E& e, std::uintptr_t begin, std::uintptr_t end) {
   }
 }
 
+/// True when some leaf of e overlaps [begin, end), looking inside every node.
+template <class E>
+bool touches(const E& e, std::uintptr_t begin, std::uintptr_t end) {
+  if constexpr (is_tensor_view_v<E>) {
+    return overlaps(e, begin, end);
+  } else {
+    bool found = false;
+    e.for_each_child([&](const auto& child) { found = found || touches(child, begin, end); });
+    return found;
+  }
+}
+
 template <class T, class S, class E>
 void assign(const tensor_view<T, S, cuda>& dst, const E& e) {
   const std::uintptr_t begin = address(dst.data());
   const std::uintptr_t end = address(dst.data() + dst.size());
+  if constexpr (attn::detail::affine_epilogue<E>::matches) {
+    // A linear layer's x·W + b (and ReLU): one cuBLASLt product with the bias as its epilogue.
+    using affine = attn::detail::affine_epilogue<E>;
+    if (!touches(e, begin, end)) {
+      affine_into(dst, affine::product(e), affine::bias(e), affine::relu);
+      return;
+    }
+  }
   if (!root_hazard(e, begin, end)) {
     evaluate_into(dst, e);
     return;

@@ -10,5 +10,6 @@
 #include "elementwise.cuh"
 #include "reduce.cuh"
 #include "contract.cuh"
+#include "affine.cuh"
 #include "assign.cuh"
 #include "primitives.cuh"

@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "../expr/affine.hpp"
 #include "contract.hpp"
 #include "evaluate.hpp"
 #include "lowering.hpp"
@@ -61,6 +62,17 @@ bool hazard(const E& e, const tensor_view<T, S, cpu>& dst, bool reordered) {
 
 template <class T, class S, class E>
 void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
+  if constexpr (attn::detail::affine_epilogue<E>::matches) {
+    // A linear layer's x·W + b (and ReLU): the product into dst, then the bias added there.
+    using affine = attn::detail::affine_epilogue<E>;
+    if (!reads_from(e, dst.data(), dst.data() + dst.size())) {
+      contract_into(dst, affine::product(e));
+      const auto biased = dst + broadcast(affine::bias(e), dst.extents());
+      if constexpr (affine::relu) lower_into_view(dst, attn::relu(biased));
+      else lower_into_view(dst, biased);
+      return;
+    }
+  }
   if constexpr (is_materialised<E>) {
     // Straight into dst, unless dst is also an operand.
     if (!reads_from(e, dst.data(), dst.data() + dst.size())) {

@@ -1,7 +1,6 @@
 // The position-wise feed-forward network (paper §3.3, eq. (2)): FFN(x) = max(0, x W1 + b1) W2 + b2.
 #pragma once
 
-#include "../grad/elementwise.hpp"
 #include "context.hpp"
 #include "linear.hpp"
 
@@ -20,7 +19,7 @@ struct feed_forward {
   template <class B, class L>
   grad::variable<T, shape<B, L, d_model>, Device> operator()(
       const context& ctx, const grad::variable<T, shape<B, L, d_model>, Device>& x) const {
-    return outer(ctx, grad::relu(ctx.tape, inner(ctx, x)));
+    return outer(ctx, inner.relu(ctx, x));
   }
 
   void collect(grad::parameter_list<T, Device>& list) {

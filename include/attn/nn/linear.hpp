@@ -25,6 +25,13 @@ struct linear {
     return grad::linear(ctx.tape, x, weight, bias);
   }
 
+  /// max(0, x·W + b) in one operation (the feed-forward's first layer).
+  template <class B, class L>
+  grad::variable<T, shape<B, L, Out>, Device> relu(const context& ctx,
+                                                   const grad::variable<T, shape<B, L, In>, Device>& x) const {
+    return grad::linear_relu(ctx.tape, x, weight, bias);
+  }
+
   void collect(grad::parameter_list<T, Device>& list) {
     list.add("weight", weight);
     list.add("bias", bias);
