@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <attn/core.hpp>
+#include <attn/decode/kv_cache.hpp>
 #include <attn/nn.hpp>
 #include <attn/train/adam.hpp>
 #include <attn/train/loss.hpp>
@@ -71,6 +72,26 @@ result train(int steps, double dropout, void (*after_step)(int) = nullptr) {
     r.names.insert(r.names.end(), host.size(), p.name);
   }
   return r;
+}
+
+/// `steps` steps of the key/value-cache decoder over three sources with the untrained model of
+/// seed 7, fed fixed tokens (not its own choices, which near-ties could make differ between
+/// devices); returns every step's log-probabilities, and calls `after_step(step)` after each.
+template <class Device>
+std::vector<float> decode(int steps, void (*after_step)(int) = nullptr) {
+  using namespace attn;
+  nn::transformer<float, small_config, Device> model(23, 7, 0, nn::defaults<small_config>());
+  const std::vector<std::vector<nn::token>> sources = {{3, 4, 5, 6}, {7, 8}, {9, 10, 11, 12, 13, 14, 15}};
+  decode::kv_cache_decoder<float, small_config, Device> decoder(model, sources, nn::token{2});
+  std::vector<nn::token> last(sources.size(), nn::token{1});
+  std::vector<float> log_probs, all;
+  for (int step = 1; step <= steps; ++step) {
+    decoder.score(last, log_probs);
+    all.insert(all.end(), log_probs.begin(), log_probs.end());
+    for (std::size_t row = 0; row < last.size(); ++row) last[row] = nn::token(1 + (step * 7 + int(row) * 3) % 22);
+    if (after_step != nullptr) after_step(step);
+  }
+  return all;
 }
 
 }  // namespace model_step

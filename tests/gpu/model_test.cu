@@ -1,11 +1,13 @@
 // Whole training steps of a small Transformer on the GPU against the same steps on the CPU:
 // the first logits, every step's loss (dropout on: both devices draw the same masks from the
-// counter-based stream) and every parameter after three Adam steps.
+// counter-based stream) and every parameter after three Adam steps; greedy decoding with the
+// key/value cache; and the pool's growth in the steady state of both.
 #include "gpu_test.cuh"
 #include "model_step.hpp"
 
 // Compiled by g++ in model_step_cpu.cpp, with the CPU backend that .cu files leave out.
 extern template model_step::result model_step::train<attn::cpu>(int, double, void (*)(int));
+extern template std::vector<float> model_step::decode<attn::cpu>(int, void (*)(int));
 
 #include <cmath>
 #include <string>
@@ -71,6 +73,27 @@ void steady_state_allocates_nothing() {
   expect(steady && r[1] > 0, "no device allocation from the driver after step 2 (pool KiB a step)", detail);
 }
 
+/// Decoding with the key/value cache: the GPU's log-probabilities against the CPU's,
+/// and no pool growth between the cache's growths (it doubles its capacity: at 17 positions
+/// it holds 32, so steps 18 to 32 allocate only what the step before freed).
+void decoding() {
+  const auto cpu = model_step::decode<attn::cpu>(32);
+  reserved_after_step().clear();
+  const auto gpu = model_step::decode<attn::cuda>(32, [](int) {
+    attn::cuda_backend::synchronize();
+    reserved_after_step().push_back(attn::cuda_backend::memory_stats().reserved);
+  });
+  const double error = relative_error(gpu, cpu);
+  expect(gpu.size() == cpu.size() && error < 1e-5, "decoding's log-probabilities, 32 steps",
+         "relative error " + std::to_string(error));
+  const auto& r = reserved_after_step();
+  bool steady = r.size() == 32;
+  for (std::size_t s = 17; steady && s < r.size(); ++s) steady = r[s] == r[16];
+  std::string detail;
+  for (const auto bytes : r) detail += std::to_string(bytes >> 10) + " ";
+  expect(steady, "no device allocation from the driver in decoding steps 18 to 32 (pool KiB a step)", detail);
+}
+
 }  // namespace
 
 int main() {
@@ -79,6 +102,7 @@ int main() {
     compare_steps(0.0);
     compare_steps(0.1);
     steady_state_allocates_nothing();
+    decoding();
   } catch (const std::exception& e) {
     fail("unexpected exception", e.what());
   }
