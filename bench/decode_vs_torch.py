@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Decoding throughput of attn-translate against a PyTorch reference doing the same work, on the CPU.
+"""Decoding throughput of attn-translate against a PyTorch reference doing the same work, on the CPU
+or (--device cuda[:N]) on a GPU.
 
 One checkpoint (--run: its newest checkpoint-*.safetensors, or --checkpoint FILE), one input
 (--input, the first --limit lines), greedy search and beam search (beam 4, alpha 0.6, at most
@@ -45,6 +46,11 @@ batch (the first, longest one) per search; torch.inference_mode(). Output tokens
 subword tokens + 1 (the end symbol), as attn-translate counts them. With --repeat R each side
 decodes each search R times and the fastest run is reported (all are in the JSON).
 
+GPU (--device cuda[:N]): attn-translate --device cuda[:N], and the reference's weights and every
+tensor it makes on that device (torch.set_default_device); TF32 off on both sides (attn-translate's
+default --tf32 off; torch.backends.cuda.matmul.allow_tf32 = False), so both compute in fp32. The
+reference's clock stops after torch.cuda.synchronize().
+
 Threads: attn-translate --threads N, torch.set_num_threads(N), OMP_NUM_THREADS=N for both, and
 the same OMP_WAIT_POLICY (--omp-wait-policy, ACTIVE by default, as bench/train_vs_torch.py).
 
@@ -56,7 +62,7 @@ Needs: attn-translate built (build/examples/attn-translate); a python3 with torc
 sentencepiece for the reference (the system /usr/bin/python3: apt-get install python3-torch
 python3-sentencepiece). This script's parent process needs only the standard library.
 Usage: bench/decode_vs_torch.py [--run runs/bible-en-es | --checkpoint FILE] [--input data/bible/test.en]
-                                [--limit N] [--threads N] [--repeat R] [--json FILE]
+                                [--limit N] [--threads N] [--repeat R] [--device cpu|cuda[:N]] [--json FILE]
 """
 import argparse
 import json
@@ -139,6 +145,18 @@ def torch_worker(spec):
         print(json.dumps(record), flush=True)
 
     torch.set_num_threads(spec["threads"])
+    device = spec.get("device", "cpu")
+    on_gpu = device.startswith("cuda")
+    if on_gpu:
+        if not torch.cuda.is_available():
+            fail(f"{sys.executable}'s torch {torch.__version__} sees no CUDA device")
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products, as attn-translate's --tf32 off
+        torch.set_default_device(device)
+
+    def synchronize():
+        if on_gpu:
+            torch.cuda.synchronize()
+
     processor = sentencepiece.SentencePieceProcessor(model_file=spec["vocab"])
     ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
     if ids != (PAD, UNK, BOS, EOS):
@@ -151,7 +169,8 @@ def torch_worker(spec):
         if name.startswith("model."):
             if dtype != "F32":
                 fail(f"{spec['checkpoint']}: tensor '{name}' is {dtype}, not F32")
-            weights[name[len("model."):]] = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape)
+            weights[name[len("model."):]] = (torch.frombuffer(bytearray(data), dtype=torch.float32, device="cpu")
+                                             .reshape(shape).to(device))
     del stored
     count = {key: int(metadata[f"model.{key}"]) for key in ("d_model", "d_ff", "heads", "d_k", "d_v", "layers",
                                                             "vocab_size")}
@@ -225,7 +244,7 @@ def torch_worker(spec):
     except OSError:
         blas = []
     emit({"kind": "info", "torch": torch.__version__, "python": sys.executable, "threads": torch.get_num_threads(),
-          "blas": blas,
+          "blas": blas, "device": device, "gpu": torch.cuda.get_device_name(device) if on_gpu else None,
           "sentences": len(sources), "batches": len(batches), "vocab": vocab, "positions":
           "learned" if learned else "sinusoidal", "parallel_info": torch.__config__.parallel_info().splitlines()})
 
@@ -414,11 +433,14 @@ def torch_worker(spec):
             started = time.perf_counter()
             if batches:  # warm-up: the first (longest) batch, untimed
                 greedy(batches[0]) if search == "greedy" else beam(batches[0], spec["beam"])
+            synchronize()
             warmup = time.perf_counter() - started
             runs = []
             for _ in range(spec["repeat"]):
+                synchronize()
                 started = time.perf_counter()
                 outputs = decode_all(search)
+                synchronize()
                 runs.append(time.perf_counter() - started)
             tokens = sum(len(t) + 1 for t in outputs)
             path = Path(spec["work"]) / f"torch-{search}.txt"
@@ -495,6 +517,8 @@ def parse_args():
                    help="threads on each side (default: all usable cores, here %(default)s)")
     p.add_argument("--omp-wait-policy", choices=["ACTIVE", "PASSIVE"], default="ACTIVE",
                    help="OMP_WAIT_POLICY for both sides (default: ACTIVE; PASSIVE beside other work)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu, or cuda[:N]: attn-translate --device and the reference's torch device (default: cpu)")
     p.add_argument("--beam", type=int, default=4, help="beam size of the beam search (default: 4)")
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default: 0.6)")
     p.add_argument("--max-len-offset", type=int, default=50, help="at most source length + this (default: 50)")
@@ -517,6 +541,8 @@ def parse_args():
             p.error("--limit must be at least 1")
         if args.max_len_offset < 0 or args.alpha < 0:
             p.error("--max-len-offset and --alpha must not be negative")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
+            p.error(f"--device {args.device}: expected cpu, cuda or cuda:N")
         if not args.input.is_file():
             p.error(f"input '{args.input}' does not exist or is not a file")
     return args
@@ -572,7 +598,8 @@ def main():
         for search in SEARCHES:
             command = [translate, "--checkpoint", checkpoint, "--vocab", vocab, "--input", source,
                        "--threads", args.threads, "--batch-size", args.batch_size,
-                       "--alpha", args.alpha, "--max-len-offset", args.max_len_offset, "--quiet"]
+                       "--alpha", args.alpha, "--max-len-offset", args.max_len_offset, "--device", args.device,
+                       "--quiet"]
             command += ["--greedy"] if search == "greedy" else ["--beam", args.beam]
             runs = []
             for repeat in range(args.repeat):
@@ -587,6 +614,7 @@ def main():
                             "model": fastest.get("model"), "output": str(work / f"attn-{search}.txt")}
 
         spec = dict(checkpoint=str(checkpoint), vocab=str(vocab), input=str(source), threads=args.threads,
+                    device=args.device,
                     beam=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset,
                     batch_size=args.batch_size, repeat=args.repeat, work=str(work))
         _, torch_wall, torch_out, _ = run_child(
@@ -618,7 +646,8 @@ def main():
     if source_info["uncommitted_changes"]:
         commit += " (with uncommitted changes)"
 
-    print("attn-translate vs PyTorch: decoding throughput on the CPU, one process at a time (attn first)")
+    where = "the CPU" if args.device == "cpu" else f"the GPU ({args.device}: {info.get('gpu')})"
+    print(f"attn-translate vs PyTorch: decoding throughput on {where}, one process at a time (attn first)")
     print(f"machine:    {cpu}, {cores}; {args.threads} threads on each side "
           f"(OMP_NUM_THREADS, --threads, torch.set_num_threads), OMP_WAIT_POLICY={args.omp_wait_policy}")
     def short(paths):

@@ -227,6 +227,7 @@ def torch_worker(spec):
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda taken: noam_rate(d_model, taken + 1, spec["warmup"]))
     emit({"kind": "info", "torch": torch.__version__, "python": sys.executable, "vocab": vocab,
+          "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
           "pairs": report, "batches": len(batches), "parameters": sum(p.numel() for p in parameters),
           "threads": torch.get_num_threads(), "import_maxrss_kib": import_kib})
 
@@ -249,13 +250,31 @@ def torch_worker(spec):
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         emit({"kind": "train", "step": step, "loss": loss.item(), "lr": rate, "grad_norm": norm.item(),
-              "tokens": tokens, "elapsed_s": time.perf_counter() - start})
+              "tokens": tokens, "source_tokens": int((source != PAD).sum()), "elapsed_s": time.perf_counter() - start})
     peak_device = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     emit({"kind": "done", "maxrss_self_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
           "peak_device_mib": peak_device / 2**20})
 
 
 # --- the parent -----------------------------------------------------------------------------
+
+# Dense fp32 peaks (no tensor cores: TF32 is off on both sides) from NVIDIA's data sheets, by a
+# part of the device's name; the first match wins.
+FP32_PEAK_TFLOPS = (("H100 PCIe", 51.2), ("H100 NVL", 60.0), ("H100", 66.9), ("H200", 66.9), ("GH200", 66.9),
+                    ("A100", 19.5), ("L40S", 91.6), ("A10", 31.2))
+
+
+def model_flops(d_model, d_ff, layers, vocab, source_tokens, target_tokens):
+    """A training step's model FLOPs: 3 x the forward pass's 2 x multiply-adds of every weight
+    matrix a token goes through (encoder: Q, K, V, O and the FFN; decoder: self-attention's four,
+    the cross-attention's Q and O per target token and its K and V per source token, the FFN and
+    the output projection). The attention's score and weighted-sum products are left out, as in
+    the usual 6 x parameters x tokens estimate."""
+    d = d_model
+    per_source = layers * (4 * d * d + 2 * d * d_ff) + layers * 2 * d * d
+    per_target = layers * (6 * d * d + 2 * d * d_ff) + d * vocab
+    return 6 * (per_source * source_tokens + per_target * target_tokens)
+
 
 def parse_records(lines, what):
     """One JSON object a line, as in attn-train's metrics.jsonl."""
@@ -449,6 +468,23 @@ def main():
     print(f"| attn | {attn['tokens_per_s']:.1f} | {attn['peak_rss_mib']:.1f} |")
     print(f"| PyTorch | {torch_side['tokens_per_s']:.1f} | {torch_side['peak_rss_mib']:.1f} |")
     print(f"| attn / PyTorch | **{ratios['throughput']:.2f}x** | **{ratios['peak_rss']:.2f}x** |")
+    # Model FLOP utilisation over the timed steps, from PyTorch's record of the same batches.
+    timed_records = sorted(train_records(records, "PyTorch worker"), key=lambda r: r["step"])[args.skip:]
+    flops = sum(model_flops(d_model, d_ff, layers, info["vocab"], r.get("source_tokens", 0), r["tokens"])
+                for r in timed_records)
+    peak = next((tflops for part, tflops in FP32_PEAK_TFLOPS if info.get("gpu") and part in info["gpu"]), None)
+    utilisation = {}
+    for name, side in (("attn", attn), ("PyTorch", torch_side)):
+        side["model_tflops_per_s"] = flops / side["timed_seconds"] / 1e12 if same_batches else None
+        if side["model_tflops_per_s"] is not None and peak:
+            side["mfu"] = side["model_tflops_per_s"] / peak
+        utilisation[name] = side["model_tflops_per_s"]
+    if same_batches:
+        print()
+        line = ", ".join(f"{name} {value:.2f}" + (f" ({100 * value / peak:.1f}% of the {peak} fp32 peak)" if peak else "")
+                         for name, value in utilisation.items())
+        print(f"model TFLOP/s (6 x weights x tokens, attention products aside): {line}"
+              + ("" if peak or args.device == "cpu" else "; no fp32 peak known for this GPU"))
     if args.device != "cpu":
         attn_device = max((r.get("peak_device_mib", 0) for r in metrics), default=0)
         torch_device = done.get("peak_device_mib", 0)

@@ -81,7 +81,19 @@ if [[ ${ATTN_GPU_BENCH:-1} != 0 ]]; then
       --threads 4 --python python3 --attn-train "$out/examples/attn-train" --json "$report/train-$preset.json" \
       2>&1 | tee "$report/train-$preset.txt"
     bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
+    bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
   done
+
+  # Decoding needs a trained model: the tiny preset on the toy corpus, 600 steps on the GPU.
+  heading "benchmark: decoding (greedy, beam 4), attn-translate against a PyTorch key/value-cache decoder on the GPU"
+  toy=$report/toy
+  python3 tests/train/toy_corpus.py --out "$toy/data" --train 4000 --valid 500 \
+    && "$out/examples/attn-train" --device cuda --config tiny --vocab-size 128 --batch-tokens 2000 --max-steps 600 \
+         --src "$toy/data/train.src" --tgt "$toy/data/train.tgt" --out "$toy/run" > "$report/decode-train.txt" 2>&1 \
+    && python3 bench/decode_vs_torch.py --device cuda --run "$toy/run" --input "$toy/data/valid.src" --threads 4 \
+         --python python3 --translate "$out/examples/attn-translate" --repeat 3 --json "$report/decode.json" \
+         2>&1 | tee "$report/decode.txt"
+  bench_lines+=("decode: $(grep -E '^\| (greedy|beam 4) \| attn / PyTorch' "$report/decode.txt" | tr '\n' ' ' || echo 'failed (see its log)')")
 fi
 
 {
