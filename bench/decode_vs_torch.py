@@ -151,7 +151,6 @@ def torch_worker(spec):
         if not torch.cuda.is_available():
             fail(f"{sys.executable}'s torch {torch.__version__} sees no CUDA device")
         torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products, as attn-translate's --tf32 off
-        torch.set_default_device(device)
 
     def synchronize():
         if on_gpu:
@@ -169,9 +168,10 @@ def torch_worker(spec):
         if name.startswith("model."):
             if dtype != "F32":
                 fail(f"{spec['checkpoint']}: tensor '{name}' is {dtype}, not F32")
-            weights[name[len("model."):]] = (torch.frombuffer(bytearray(data), dtype=torch.float32, device="cpu")
-                                             .reshape(shape).to(device))
+            weights[name[len("model."):]] = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape).to(device)
     del stored
+    if on_gpu:  # every tensor made from here on (masks, positions, search state) on the GPU
+        torch.set_default_device(device)
     count = {key: int(metadata[f"model.{key}"]) for key in ("d_model", "d_ff", "heads", "d_k", "d_v", "layers",
                                                             "vocab_size")}
     if metadata.get("model.norm") != "post" or metadata.get("model.tied_embeddings") != "true":
