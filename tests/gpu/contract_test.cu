@@ -286,7 +286,12 @@ void affine_epilogues(index_t M, index_t N, index_t K) {
 
   guard_exceptions("relu(A B + bias) into an aligned tensor" + size + t, [&] {
     attn::tensor<T, shape<rows, cols>, device> out(out_sizes);
+    const long long before = attn::cuda_backend::epilogue_products();
     out = attn::relu(attn::contract<inner>(a, b) + attn::broadcast(bias, out_sizes));
+    // Float with an aligned bias: cuBLASLt's epilogue, unless it has no algorithm for a tiny shape.
+    if (std::is_same_v<T, float> && M * N >= 64 * 64)
+      expect(attn::cuda_backend::epilogue_products() == before + 1, "cuBLASLt epilogue used" + size + t,
+             std::to_string(attn::cuda_backend::epilogue_products() - before) + " epilogue products");
     compare("relu(A B + bias) into an aligned tensor" + size + t, download(out),
             reference(out_sizes, [&](auto i) { return relu(product(i, false, false) + bias_at(i[1], false)); }),
             default_tolerance<T>);

@@ -1,12 +1,13 @@
 // A linear layer's product with its bias (and ReLU) on the GPU: one cuBLASLt matmul whose
 // epilogue adds the bias and applies the ReLU (CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS), instead of
 // a GEMM and then an elementwise pass over its result (expr/affine.hpp names the pattern).
-// Products cuBLASLt offers no algorithm for, double ones and batched ones take that second
-// road: contract_into, then the bias (and ReLU) in one generated kernel.
+// Products cuBLASLt offers no algorithm for, double ones, batched ones and biases off 16-byte
+// alignment take that second road: contract_into, then the bias (and ReLU) in one generated kernel.
 #pragma once
 
 #include <cublasLt.h>
 
+#include <atomic>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -42,6 +43,13 @@ inline cublasLtHandle_t blas_lt_handle() {
   cublasLtHandle_t& handle = cache.by_device[at];
   if (handle == nullptr) ATTN_CUDA_CHECK(cublasLtCreate(&handle));
   return handle;
+}
+
+/// How many products ran as one cuBLASLt matmul with an epilogue (for tests: the two-pass road
+/// gives the same numbers, so only this tells which road was taken).
+inline std::atomic<long long>& epilogue_products() {
+  static std::atomic<long long> count{0};
+  return count;
 }
 
 namespace detail {
@@ -96,7 +104,8 @@ class affine_plan {
     prefer(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
     prefer(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
     prefer(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
-    // The heuristic reads the bias pointer's alignment only: one with the key's will do.
+    // Some kernels assume a 16-byte-aligned bias whatever the heuristic was shown (PyTorch and
+    // llm.c met misaligned-address faults): affine_into takes this road only for such biases.
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, reinterpret_cast<const void*>(std::uintptr_t{key.align_bias}));
     int found = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(blas_lt_handle(), matmul_, a_, b_, d_, d_,
@@ -115,13 +124,21 @@ class affine_plan {
   /// False when cuBLASLt has no algorithm for this shape and epilogue.
   bool usable() const { return usable_; }
 
-  /// D = op(A)·op(B) + bias (then ReLU), enqueued on attn's stream.
-  void run(const float* a, const float* b, const float* bias, float* d) {
+  /// D = op(A)·op(B) + bias (then ReLU), enqueued on attn's stream. False (nothing done, the
+  /// plan marked unusable) when cuBLASLt refuses the call as not supported.
+  bool run(const float* a, const float* b, const float* bias, float* d) {
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
     const float one = 1, zero = 0;  // beta 0: C (= D) is not read
     scratch_ptr workspace = allocate_scratch(heuristic_.workspaceSize);
-    ATTN_CUDA_CHECK(cublasLtMatmul(blas_lt_handle(), matmul_, &one, a, a_, b, b_, &zero, d, d_, d, d_,
-                                   &heuristic_.algo, workspace.get(), heuristic_.workspaceSize, stream()));
+    const cublasStatus_t status = cublasLtMatmul(blas_lt_handle(), matmul_, &one, a, a_, b, b_, &zero, d, d_, d, d_,
+                                                 &heuristic_.algo, workspace.get(), heuristic_.workspaceSize, stream());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
+      usable_ = false;
+      return false;
+    }
+    ATTN_CUDA_CHECK(status);
+    ++epilogue_products();
+    return true;
   }
 
  private:
@@ -177,7 +194,9 @@ void affine_into(const tensor_view<T, S, cuda>& dst, const Product& product, con
   if constexpr (!std::is_same_v<V, float>) {
     detail::affine_in_two_passes(dst, product, bias, relu);
   } else {
-    if (batches != 1 || m == 0 || n == 0 || k == 0) {
+    // cuBLASLt reads n bias elements; products with other free dimensions of W than the bias's
+    // one (expr/affine.hpp allows only that) or biases off 16-byte alignment take two passes.
+    if (batches != 1 || m == 0 || n == 0 || k == 0 || bias.size() != n || detail::alignment_of(bias.data()) < 16) {
       detail::affine_in_two_passes(dst, product, bias, relu);
       return;
     }
@@ -204,11 +223,8 @@ void affine_into(const tensor_view<T, S, cuda>& dst, const Product& product, con
                                  detail::alignment_of(dst.data()),
                                  detail::alignment_of(bias.data())};
     detail::affine_plan& plan = detail::plan_for(key);
-    if (!plan.usable()) {
+    if (!plan.usable() || !plan.run(b.data, a.data, bias.data(), dst.data()))
       detail::affine_in_two_passes(dst, product, bias, relu);
-      return;
-    }
-    plan.run(b.data, a.data, bias.data(), dst.data());
   }
 }
 

@@ -362,7 +362,7 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
         const T mean = row_mean[r], rstd = row_rstd[r];
         T g_total = 0, gx_total = 0;
         for (index_t c = lane; c < width; c += 32) {
-          const T g = dy[r * width + c] * gain[c];
+          const T g = mul_rn(dy[r * width + c], gain[c]);  // rounded as in the dx loop below
           g_total += g;
           gx_total += g * ((in[r * width + c] - mean) * rstd);
         }
@@ -384,7 +384,8 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
         gain_sum += d * x_hat;
         bias_sum += d;
         if (dx) {
-          const T g = (d * gain[c] - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
+          // d·gain rounded on its own (no fused multiply-add): at width 1, g − mean(g) is then 0.
+          const T g = (mul_rn(d, gain[c]) - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
           dx[r * width + c] = add ? dx[r * width + c] + g : g;
         }
       }

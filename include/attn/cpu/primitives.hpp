@@ -160,6 +160,7 @@ struct primitives<cpu> {
   /// for range, exponentiated, summed and scaled, while it is in the cache (paper §3.2.1).
   template <class T>
   static void softmax_rows(T* out, const T* in, index_t rows, index_t width, T scale, repeated_rows<T> bias) {
+    if (width == 0) return;
     using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
     cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
       for (index_t r = begin; r < end; ++r) {

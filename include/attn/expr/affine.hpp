@@ -15,8 +15,8 @@
 namespace attn::detail {
 
 /// What an expression E is, seen as an affine product: `matches` when it has one of the two
-/// forms with the bias a tensor view of one dimension, the product's last (the output
-/// features); then `product(e)` and `bias(e)` are its parts and `relu` says whether a ReLU
+/// forms with the bias a tensor view of one dimension that is the second operand's only free
+/// dimension and the product's last (the output features); then `product(e)` and `bias(e)` are its parts and `relu` says whether a ReLU
 /// follows.
 template <class E>
 struct affine_epilogue {
@@ -29,7 +29,9 @@ struct affine_epilogue<expr::binary<op::add, expr::contract<K, A, B>, expr::broa
   static constexpr bool matches = [] {
     if constexpr (is_tensor_view_v<Bias>) {
       using bias_shape = typename Bias::shape_type;
-      return bias_shape::rank == 1 && To::rank > 0 && std::is_same_v<dim_at<bias_shape, 0>, dim_at<To, To::rank - 1>>;
+      // W's only free dimension is the bias's, the result's last: one bias element a column.
+      return bias_shape::rank == 1 && To::rank > 0 && std::is_same_v<dim_at<bias_shape, 0>, dim_at<To, To::rank - 1>> &&
+             std::is_same_v<typename expr::contract<K, A, B>::b_free_dims, meta::list<dim_at<bias_shape, 0>>>;
     } else {
       return false;
     }
