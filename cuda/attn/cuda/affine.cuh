@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <type_traits>
-#include <vector>
 
 #include <attn/expr.hpp>
 
@@ -25,24 +24,7 @@ namespace attn::cuda_backend {
 
 /// The cuBLASLt handle of the calling thread for the current device (as blas_handle()).
 inline cublasLtHandle_t blas_lt_handle() {
-  struct handles {
-    std::vector<cublasLtHandle_t> by_device;
-    handles() = default;
-    handles(const handles&) = delete;
-    handles& operator=(const handles&) = delete;
-    ~handles() {
-      for (cublasLtHandle_t h : by_device)
-        if (h != nullptr) (void)cublasLtDestroy(h);
-    }
-  };
-  thread_local handles cache;
-  int device = 0;
-  ATTN_CUDA_CHECK(cudaGetDevice(&device));
-  const auto at = static_cast<std::size_t>(device);
-  if (at >= cache.by_device.size()) cache.by_device.resize(at + 1, nullptr);
-  cublasLtHandle_t& handle = cache.by_device[at];
-  if (handle == nullptr) ATTN_CUDA_CHECK(cublasLtCreate(&handle));
-  return handle;
+  return detail::thread_device_handle<cublasLtHandle_t, cublasLtCreate, cublasLtDestroy>();
 }
 
 /// How many products ran as one cuBLASLt matmul with an epilogue (for tests: the two-pass road

@@ -30,19 +30,21 @@ inline std::atomic<bool>& tf32_products() {
   return allowed;
 }
 
-/// The cuBLAS handle of the calling thread for the current device, created on first use and
-/// bound to attn's stream. Handles are per thread because cuBLAS handles must not be shared
-/// by threads that set different streams, and per device because a handle belongs to the
-/// device that was current when it was made.
-inline cublasHandle_t blas_handle() {
+namespace detail {
+/// The calling thread's library handle for the current device, made by `create` on first use
+/// and given to `destroy` at thread exit. Per thread because cuBLAS handles must not be shared
+/// by threads that set different streams; per device because a handle belongs to the device
+/// that was current when it was made.
+template <class Handle, auto create, auto destroy>
+Handle thread_device_handle() {
   struct handles {
-    std::vector<cublasHandle_t> by_device;
+    std::vector<Handle> by_device;
     handles() = default;
     handles(const handles&) = delete;
     handles& operator=(const handles&) = delete;
     ~handles() {
-      for (cublasHandle_t h : by_device)
-        if (h != nullptr) (void)cublasDestroy(h);  // at thread exit: nowhere to report
+      for (Handle h : by_device)
+        if (h != nullptr) (void)destroy(h);  // at thread exit: nowhere to report
     }
   };
   thread_local handles cache;
@@ -50,8 +52,15 @@ inline cublasHandle_t blas_handle() {
   ATTN_CUDA_CHECK(cudaGetDevice(&device));
   const auto at = static_cast<std::size_t>(device);
   if (at >= cache.by_device.size()) cache.by_device.resize(at + 1, nullptr);
-  cublasHandle_t& handle = cache.by_device[at];
-  if (handle == nullptr) ATTN_CUDA_CHECK(cublasCreate(&handle));
+  Handle& handle = cache.by_device[at];
+  if (handle == nullptr) ATTN_CUDA_CHECK(create(&handle));
+  return handle;
+}
+}  // namespace detail
+
+/// The cuBLAS handle of the calling thread for the current device, bound to attn's stream.
+inline cublasHandle_t blas_handle() {
+  const cublasHandle_t handle = detail::thread_device_handle<cublasHandle_t, cublasCreate, cublasDestroy>();
   ATTN_CUDA_CHECK(cublasSetStream(handle, stream()));
   ATTN_CUDA_CHECK(cublasSetMathMode(handle, tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return handle;
