@@ -2,6 +2,7 @@
 // operations of the Transformer, each with its vector-Jacobian rule written in expressions.
 #pragma once
 
+#include "grad/cast.hpp"
 #include "grad/dropout.hpp"
 #include "grad/elementwise.hpp"
 #include "grad/embedding.hpp"

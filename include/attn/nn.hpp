@@ -14,5 +14,6 @@
 #include "nn/layer_norm.hpp"
 #include "nn/linear.hpp"
 #include "nn/masks.hpp"
+#include "nn/precision.hpp"
 #include "nn/residual.hpp"
 #include "nn/transformer.hpp"

@@ -36,7 +36,7 @@ class kv_cache_decoder {
     ctx_.tape = nullptr;
     ctx_.dropout = nullptr;
     const auto source = to_device<Device>(source_batch(sources, model.pad(), eos));
-    memory_mask_ = nn::padding_mask<T, nn::tgt>(source, 1, model.pad());
+    memory_mask_ = nn::padding_mask<nn::activation_t<T>, nn::tgt>(source, 1, model.pad());
     const auto memory = model.encode(ctx_, source);
     for (index_t row = 0; row < rows_; ++row) source_of_.push_back(row);
     for (const auto& layer : model.decoder_stack().layers) {
@@ -63,7 +63,7 @@ class kv_cache_decoder {
     ids_ = tensor<nn::token, shape<nn::batch, nn::tgt>, Device>(rows_, 1);
     copy_from_host<Device>(ids_.data(), last);
     reserve(step_ + 1);
-    const tensor<T, shape<nn::batch, nn::tgt, nn::keys>, Device> no_mask(rows_, 1,
+    const tensor<nn::activation_t<T>, shape<nn::batch, nn::tgt, nn::keys>, Device> no_mask(rows_, 1,
                                                                          step_ + 1);  // the prefix is all visible
 
     auto x = model_.embedding_layers().target(ctx_, ids_, step_);
@@ -183,7 +183,7 @@ class kv_cache_decoder {
   index_t rows_;
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
-  tensor<T, shape<nn::batch, nn::tgt, nn::keys>, Device> memory_mask_;
+  tensor<nn::activation_t<T>, shape<nn::batch, nn::tgt, nn::keys>, Device> memory_mask_;
   tensor<nn::token, shape<nn::batch, nn::tgt>, Device> ids_{index_t{0}, index_t{1}};  // this step's tokens
   std::vector<layer_cache> layers_;
 };

@@ -15,6 +15,8 @@ namespace attn::decode {
 /// A next_token_scorer over a Transformer that recomputes the decoder over the whole prefix.
 template <class T, class C>
 class recomputing_decoder {
+  using A = nn::activation_t<T>;
+
  public:
   recomputing_decoder(const nn::transformer<T, C>& model, std::span<const std::vector<token>> sources, token eos)
       : model_(model),
@@ -41,7 +43,7 @@ class recomputing_decoder {
     prefixes_ = std::move(grown);
     const auto ctx = nn::inference();
     const auto states = model_.decode(ctx, memory_, source_, prefixes_);
-    const grad::variable<T, shape<nn::batch, nn::tgt, typename C::d_model>> newest(
+    const grad::variable<A, shape<nn::batch, nn::tgt, typename C::d_model>> newest(
         slice<nn::tgt>(states.value(), length, 1));
     next_token_log_probs(model_.embedding_layers().logits(ctx, newest).value(), log_probs);
   }
@@ -49,14 +51,14 @@ class recomputing_decoder {
   /// New row i continues old row rows[i].
   void keep(std::span<const index_t> rows) {
     source_ = keep_rows(source_, rows);
-    memory_ = grad::variable<T, shape<nn::batch, nn::src, typename C::d_model>>(keep_rows(memory_.value(), rows));
+    memory_ = grad::variable<A, shape<nn::batch, nn::src, typename C::d_model>>(keep_rows(memory_.value(), rows));
     prefixes_ = keep_rows(prefixes_, rows);
   }
 
  private:
   const nn::transformer<T, C>& model_;
   tensor<nn::token, shape<nn::batch, nn::src>> source_;
-  grad::variable<T, shape<nn::batch, nn::src, typename C::d_model>> memory_;
+  grad::variable<A, shape<nn::batch, nn::src, typename C::d_model>> memory_;
   tensor<nn::token, shape<nn::batch, nn::tgt>> prefixes_;  // start symbol and tokens so far, a row each
 };
 

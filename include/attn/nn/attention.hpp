@@ -10,6 +10,7 @@
 #include "context.hpp"
 #include "dims.hpp"
 #include "linear.hpp"
+#include "precision.hpp"
 
 namespace attn::nn {
 
@@ -32,6 +33,8 @@ grad::variable<T, shape<B, H, Q, DV>, Device> scaled_dot_product_attention(
 /// The h projections of a kind are one [d_model, h·d_k] matrix, split into heads after the product.
 template <class T, class C, class Device = cpu>
 struct multi_head_attention {
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   using d_model = typename C::d_model;
   using heads = typename C::heads;
   using d_k = typename C::d_k;
@@ -68,40 +71,40 @@ struct multi_head_attention {
   /// Queries from x [B, Q, d_model] attend to memory [B, K, d_model] (x itself for
   /// self-attention) under mask [B, Q, keys].
   template <class B, class Q, class K>
-  grad::variable<T, shape<B, Q, d_model>, Device> operator()(
-      const context& ctx, const grad::variable<T, shape<B, Q, d_model>, Device>& x,
-      const grad::variable<T, shape<B, K, d_model>, Device>& memory,
-      const tensor<T, shape<B, Q, keys>, Device>& mask) const {
+  grad::variable<A, shape<B, Q, d_model>, Device> operator()(
+      const context& ctx, const grad::variable<A, shape<B, Q, d_model>, Device>& x,
+      const grad::variable<A, shape<B, K, d_model>, Device>& memory,
+      const tensor<A, shape<B, Q, keys>, Device>& mask) const {
     auto [k, v] = keys_and_values(ctx, memory);
     return attend(ctx, x, k, v, mask);
   }
 
   template <class B>
-  using key_heads = grad::variable<T, shape<B, heads, keys, d_k>, Device>;
+  using key_heads = grad::variable<A, shape<B, heads, keys, d_k>, Device>;
   template <class B>
-  using value_heads = grad::variable<T, shape<B, heads, keys, d_v>, Device>;
+  using value_heads = grad::variable<A, shape<B, heads, keys, d_v>, Device>;
 
   /// memory [B, K, d_model] projected to the heads' keys and values. Incremental decoding keeps
   /// them: the encoder's once per sentence, the decoder's one position at a time.
   template <class B, class K>
   std::pair<key_heads<B>, value_heads<B>> keys_and_values(
-      const context& ctx, const grad::variable<T, shape<B, K, d_model>, Device>& memory) const {
+      const context& ctx, const grad::variable<A, shape<B, K, d_model>, Device>& memory) const {
     return {grad::split_heads<heads, d_k, keys>(ctx.tape, key(ctx, memory)),
             grad::split_heads<heads, d_v, keys>(ctx.tape, value(ctx, memory))};
   }
 
   /// Queries from x [B, Q, d_model] attend to keys and values already split into heads.
   template <class B, class Q>
-  grad::variable<T, shape<B, Q, d_model>, Device> attend(const context& ctx,
-                                                         const grad::variable<T, shape<B, Q, d_model>, Device>& x,
+  grad::variable<A, shape<B, Q, d_model>, Device> attend(const context& ctx,
+                                                         const grad::variable<A, shape<B, Q, d_model>, Device>& x,
                                                          const key_heads<B>& k, const value_heads<B>& v,
-                                                         const tensor<T, shape<B, Q, keys>, Device>& mask) const {
+                                                         const tensor<A, shape<B, Q, keys>, Device>& mask) const {
     auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
     auto attended = scaled_dot_product_attention(ctx, q, k, v, mask, kind);
     return output(ctx, grad::merge_heads<typename C::value_width>(ctx.tape, attended));
   }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     list.add_module("query", query);
     list.add_module("key", key);
     list.add_module("value", value);

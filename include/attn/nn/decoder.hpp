@@ -8,6 +8,8 @@ namespace attn::nn {
 
 template <class T, class C, class Device = cpu>
 struct decoder_layer {
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   using d_model = typename C::d_model;
 
   multi_head_attention<T, C, Device> self_attention, cross_attention;
@@ -25,11 +27,11 @@ struct decoder_layer {
   /// y [batch, L, d_model] attends to itself under `causal` [batch, L, keys] and to the encoder
   /// output memory [batch, M, d_model] under `memory_mask` [batch, L, keys].
   template <class L, class M>
-  grad::variable<T, shape<batch, L, d_model>, Device> operator()(
-      const context& ctx, const grad::variable<T, shape<batch, L, d_model>, Device>& y,
-      const grad::variable<T, shape<batch, M, d_model>, Device>& memory,
-      const tensor<T, shape<batch, L, keys>, Device>& causal,
-      const tensor<T, shape<batch, L, keys>, Device>& memory_mask) const {
+  grad::variable<A, shape<batch, L, d_model>, Device> operator()(
+      const context& ctx, const grad::variable<A, shape<batch, L, d_model>, Device>& y,
+      const grad::variable<A, shape<batch, M, d_model>, Device>& memory,
+      const tensor<A, shape<batch, L, keys>, Device>& causal,
+      const tensor<A, shape<batch, L, keys>, Device>& memory_mask) const {
     return with_attention(
         ctx, y, [&](const auto& in) { return self_attention(ctx, in, in, causal); },
         [&](const auto& in) { return cross_attention(ctx, in, memory, memory_mask); });
@@ -38,15 +40,15 @@ struct decoder_layer {
   /// The layer's three blocks around given attentions: `attend_self(in)` and `attend_memory(in)`
   /// give [batch, L, d_model]. Incremental decoding passes attentions over its key/value cache.
   template <class L, class SelfAttention, class MemoryAttention>
-  grad::variable<T, shape<batch, L, d_model>, Device> with_attention(
-      const context& ctx, const grad::variable<T, shape<batch, L, d_model>, Device>& y, SelfAttention&& attend_self,
+  grad::variable<A, shape<batch, L, d_model>, Device> with_attention(
+      const context& ctx, const grad::variable<A, shape<batch, L, d_model>, Device>& y, SelfAttention&& attend_self,
       MemoryAttention&& attend_memory) const {
     auto h = self_block(ctx, y, attend_self);
     h = cross_block(ctx, h, attend_memory);
     return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
   }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     list.add_module("self_attention", self_attention);
     list.add_module("self_attention_block", self_block);
     list.add_module("cross_attention", cross_attention);

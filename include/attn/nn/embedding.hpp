@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "../core/transfer.hpp"
+#include "../grad/cast.hpp"
 #include "../grad/elementwise.hpp"
 #include "../grad/embedding.hpp"
 #include "../grad/linear.hpp"
@@ -13,6 +14,7 @@
 #include "context.hpp"
 #include "dims.hpp"
 #include "init.hpp"
+#include "precision.hpp"
 
 namespace attn::nn {
 
@@ -35,16 +37,18 @@ tensor<T, shape<Rows, D>> sinusoids(index_t rows) {
 template <class T, class C, class Device = cpu>
 class embeddings {
  public:
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   using d_model = typename C::d_model;
-  using table_type = grad::parameter<T, shape<vocab, d_model>, Device>;
-  using positions_type = grad::parameter<T, shape<positions, d_model>, Device>;
+  using table_type = grad::parameter<P, shape<vocab, d_model>, Device>;
+  using positions_type = grad::parameter<P, shape<positions, d_model>, Device>;
   embeddings(index_t vocab_size, random_stream& init, const hyperparameters& h)
       : learned_(h.positions == positional::learned),
         dropout_(h.dropout),
         source_(extents<shape<vocab, d_model>>(vocab_size)),
         target_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
         output_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
-        sinusoids_(to_device<Device>(sinusoids<T, d_model>(C::max_positions))),
+        sinusoids_(to_device<Device>(sinusoids<A, d_model>(C::max_positions))),
         source_positions_(extents<shape<positions, d_model>>(learned_ ? C::max_positions : 0)),
         target_positions_(extents<shape<positions, d_model>>(learned_ ? C::max_positions : 0)) {
     // Deviation d_model^-1/2, so that the embeddings times √d_model have unit scale (tensor2tensor).
@@ -62,14 +66,14 @@ class embeddings {
 
   /// Token embeddings · √d_model + positions, with dropout (§5.4): [batch, L, d_model].
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>, Device> source(const context& ctx,
+  grad::variable<A, shape<batch, L, d_model>, Device> source(const context& ctx,
                                                              const tensor<token, shape<batch, L>, Device>& ids) const {
     return embed(ctx, source_, source_positions_, ids);
   }
   /// `first` is the position of ids' first column: incremental decoding embeds one position
   /// at a time.
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>, Device> target(const context& ctx,
+  grad::variable<A, shape<batch, L, d_model>, Device> target(const context& ctx,
                                                              const tensor<token, shape<batch, L>, Device>& ids,
                                                              index_t first = 0) const {
     return embed(ctx, target_, target_positions_, ids, first);
@@ -77,14 +81,14 @@ class embeddings {
 
   /// The pre-softmax projection: x · Eᵀ, logits over the vocabulary.
   template <class L>
-  grad::variable<T, shape<batch, L, vocab>, Device> logits(
-      const context& ctx, const grad::variable<T, shape<batch, L, d_model>, Device>& x) const {
-    return grad::project_rows(ctx.tape, x, output_);
+  grad::variable<A, shape<batch, L, vocab>, Device> logits(
+      const context& ctx, const grad::variable<A, shape<batch, L, d_model>, Device>& x) const {
+    return grad::project_rows(ctx.tape, x, grad::cast<A>(ctx.tape, output_));
   }
 
   index_t vocabulary_size() const { return source_.extents().template extent<vocab>(); }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     if constexpr (C::tied_embeddings) {
       list.add("shared", source_);
     } else {
@@ -100,19 +104,19 @@ class embeddings {
 
  private:
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>, Device> embed(const context& ctx, const table_type& table,
+  grad::variable<A, shape<batch, L, d_model>, Device> embed(const context& ctx, const table_type& table,
                                                             const positions_type& learned,
                                                             const tensor<token, shape<batch, L>, Device>& ids,
                                                             index_t first = 0) const {
     const index_t length = ids.template extent<L>();
-    auto tokens = grad::lookup(ctx.tape, table, ids, T(std::sqrt(double(d_model::extent))));
-    grad::variable<T, shape<L, d_model>, Device> where = [&] {
+    auto tokens = grad::lookup(ctx.tape, grad::cast<A>(ctx.tape, table), ids, A(std::sqrt(double(d_model::extent))));
+    grad::variable<A, shape<L, d_model>, Device> where = [&] {
       if (learned_) {
-        return grad::table_rows<L>(ctx.tape, learned, first, length);
+        return grad::table_rows<L>(ctx.tape, grad::cast<A>(ctx.tape, learned), first, length);
       } else {
         if (first + length > sinusoids_.template extent<positions>())
-          sinusoids_ = to_device<Device>(sinusoids<T, d_model>(2 * (first + length)));
-        return grad::variable<T, shape<L, d_model>, Device>(tensor_view<const T, shape<L, d_model>, Device>(
+          sinusoids_ = to_device<Device>(sinusoids<A, d_model>(2 * (first + length)));
+        return grad::variable<A, shape<L, d_model>, Device>(tensor_view<const A, shape<L, d_model>, Device>(
             sinusoids_.data() + first * d_model::extent, extents<shape<L, d_model>>(length)));
       }
     }();
@@ -122,7 +126,7 @@ class embeddings {
   bool learned_;    // learned positions (row E) instead of sinusoids
   double dropout_;  // P_drop
   table_type source_, target_, output_;
-  mutable tensor<T, shape<positions, d_model>, Device> sinusoids_;  // grown when a longer sentence comes
+  mutable tensor<A, shape<positions, d_model>, Device> sinusoids_;  // grown when a longer sentence comes
   positions_type source_positions_, target_positions_;
 };
 

@@ -6,12 +6,15 @@
 
 #include "attention.hpp"
 #include "feed_forward.hpp"
+#include "precision.hpp"
 #include "residual.hpp"
 
 namespace attn::nn {
 
 template <class T, class C, class Device = cpu>
 struct encoder_layer {
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   multi_head_attention<T, C, Device> self_attention;
   feed_forward<T, C, Device> ffn;
   residual<T, C, Device> attention_block, ffn_block;
@@ -24,14 +27,14 @@ struct encoder_layer {
 
   /// x [batch, L, d_model]; mask [batch, L, keys] hides padding.
   template <class L>
-  grad::variable<T, shape<batch, L, typename C::d_model>, Device> operator()(
-      const context& ctx, const grad::variable<T, shape<batch, L, typename C::d_model>, Device>& x,
-      const tensor<T, shape<batch, L, keys>, Device>& mask) const {
+  grad::variable<A, shape<batch, L, typename C::d_model>, Device> operator()(
+      const context& ctx, const grad::variable<A, shape<batch, L, typename C::d_model>, Device>& x,
+      const tensor<A, shape<batch, L, keys>, Device>& mask) const {
     auto h = attention_block(ctx, x, [&](const auto& in) { return self_attention(ctx, in, in, mask); });
     return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
   }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     list.add_module("self_attention", self_attention);
     list.add_module("self_attention_block", attention_block);
     list.add_module("ffn", ffn);
@@ -42,6 +45,8 @@ struct encoder_layer {
 /// A stack of N layers (N = h.layers); pre-norm stacks end with a LayerNorm of their own.
 template <class T, class Layer, class C, class Device = cpu>
 struct stack {
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   std::vector<Layer> layers;
   layer_norm<T, typename C::d_model, Device> final_norm{C::layer_norm_epsilon};
 
@@ -51,14 +56,14 @@ struct stack {
   }
 
   template <class S, class... Masks>
-  grad::variable<T, S, Device> operator()(const context& ctx, grad::variable<T, S, Device> x,
+  grad::variable<A, S, Device> operator()(const context& ctx, grad::variable<A, S, Device> x,
                                           const Masks&... inputs) const {
     for (const Layer& layer : layers) x = layer(ctx, x, inputs...);
     if constexpr (C::norm == norm_placement::pre) x = final_norm(ctx, x);
     return x;
   }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     for (std::size_t i = 0; i < layers.size(); ++i) list.add_module("layer." + std::to_string(i), layers[i]);
     if constexpr (C::norm == norm_placement::pre) list.add_module("final_norm", final_norm);
   }

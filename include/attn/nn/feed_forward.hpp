@@ -3,11 +3,14 @@
 
 #include "context.hpp"
 #include "linear.hpp"
+#include "precision.hpp"
 
 namespace attn::nn {
 
 template <class T, class C, class Device = cpu>
 struct feed_forward {
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   using d_model = typename C::d_model;
   using d_ff = typename C::d_ff;
 
@@ -17,12 +20,12 @@ struct feed_forward {
   explicit feed_forward(random_stream& init) : inner(init), outer(init) {}
 
   template <class B, class L>
-  grad::variable<T, shape<B, L, d_model>, Device> operator()(
-      const context& ctx, const grad::variable<T, shape<B, L, d_model>, Device>& x) const {
+  grad::variable<A, shape<B, L, d_model>, Device> operator()(
+      const context& ctx, const grad::variable<A, shape<B, L, d_model>, Device>& x) const {
     return outer(ctx, inner.relu(ctx, x));
   }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     list.add_module("inner", inner);
     list.add_module("outer", outer);
   }

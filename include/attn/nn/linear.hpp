@@ -1,17 +1,24 @@
 // A learned affine map x·W + b over the last dimension.
 #pragma once
 
+#include "../grad/cast.hpp"
 #include "../grad/linear.hpp"
 #include "../grad/parameter.hpp"
 #include "context.hpp"
 #include "init.hpp"
+#include "precision.hpp"
 
 namespace attn::nn {
 
+/// T is an element type or a precision (nn/precision.hpp): W and b are kept as its parameter
+/// type and read as its activation type.
 template <class T, class In, class Out, class Device = cpu>
 struct linear {
-  grad::parameter<T, shape<In, Out>, Device> weight;
-  grad::parameter<T, shape<Out>, Device> bias;
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
+
+  grad::parameter<P, shape<In, Out>, Device> weight;
+  grad::parameter<P, shape<Out>, Device> bias;
 
   explicit linear(random_stream& init) : linear(init, Out::extent) {}
 
@@ -20,19 +27,19 @@ struct linear {
   linear(random_stream& init, index_t fused_out) { xavier_uniform(weight, In::extent, fused_out, init); }
 
   template <class B, class L>
-  grad::variable<T, shape<B, L, Out>, Device> operator()(const context& ctx,
-                                                         const grad::variable<T, shape<B, L, In>, Device>& x) const {
-    return grad::linear(ctx.tape, x, weight, bias);
+  grad::variable<A, shape<B, L, Out>, Device> operator()(const context& ctx,
+                                                         const grad::variable<A, shape<B, L, In>, Device>& x) const {
+    return grad::linear(ctx.tape, x, grad::cast<A>(ctx.tape, weight), grad::cast<A>(ctx.tape, bias));
   }
 
   /// max(0, x·W + b) in one operation (the feed-forward's first layer).
   template <class B, class L>
-  grad::variable<T, shape<B, L, Out>, Device> relu(const context& ctx,
-                                                   const grad::variable<T, shape<B, L, In>, Device>& x) const {
-    return grad::linear_relu(ctx.tape, x, weight, bias);
+  grad::variable<A, shape<B, L, Out>, Device> relu(const context& ctx,
+                                                   const grad::variable<A, shape<B, L, In>, Device>& x) const {
+    return grad::linear_relu(ctx.tape, x, grad::cast<A>(ctx.tape, weight), grad::cast<A>(ctx.tape, bias));
   }
 
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     list.add("weight", weight);
     list.add("bias", bias);
   }

@@ -6,18 +6,21 @@
 #include "../grad/elementwise.hpp"
 #include "context.hpp"
 #include "layer_norm.hpp"
+#include "precision.hpp"
 
 namespace attn::nn {
 
 template <class T, class C, class Device = cpu>
 struct residual {
+  using A = activation_t<T>;
+  using P = parameter_t<T>;
   layer_norm<T, typename C::d_model, Device> norm{C::layer_norm_epsilon};
   double dropout_rate;  // P_drop
 
   explicit residual(double p_drop = C::dropout) : dropout_rate(p_drop) {}
 
   template <class S, class Sublayer>
-  grad::variable<T, S, Device> operator()(const context& ctx, const grad::variable<T, S, Device>& x,
+  grad::variable<A, S, Device> operator()(const context& ctx, const grad::variable<A, S, Device>& x,
                                           Sublayer&& sublayer) const {
     if constexpr (C::norm == norm_placement::post) {
       return norm(ctx, grad::add(ctx.tape, x, dropout(ctx, sublayer(x), dropout_rate)));
@@ -26,7 +29,7 @@ struct residual {
     }
   }
 
-  void collect(grad::parameter_list<T, Device>& list) { list.add_module("norm", norm); }
+  void collect(grad::parameter_list<P, Device>& list) { list.add_module("norm", norm); }
 };
 
 }  // namespace attn::nn

@@ -9,15 +9,20 @@
 #include "embedding.hpp"
 #include "encoder.hpp"
 #include "masks.hpp"
+#include "precision.hpp"
 
 namespace attn::nn {
 
 /// An encoder-decoder Transformer of configuration C (base, big, a Table 3 row, or your own)
-/// with values of type T, over a vocabulary of a size chosen at run time.
+/// with element type T (or a precision<activation, parameter>, nn/precision.hpp), over a vocabulary of a size chosen at run time.
 template <class T, class C, class Device = cpu>
 class transformer {
  public:
   using config = C;
+  using activation_type = activation_t<T>;  // what the passes compute in
+  using parameter_type = parameter_t<T>;    // what the optimizer updates and checkpoints keep
+  using A = activation_type;
+  using P = parameter_type;
   using device_type = Device;
   using d_model = typename C::d_model;
 
@@ -29,38 +34,38 @@ class transformer {
 
   /// The encoder's output for source ids [batch, L]: [batch, L, d_model].
   template <class L>
-  grad::variable<T, shape<batch, L, d_model>, Device> encode(
+  grad::variable<A, shape<batch, L, d_model>, Device> encode(
       const context& ctx, const tensor<token, shape<batch, L>, Device>& source) const {
-    const auto mask = padding_mask<T, L>(source, source.template extent<L>(), pad_);
+    const auto mask = padding_mask<A, L>(source, source.template extent<L>(), pad_);
     return encoder_(ctx, embeddings_.source(ctx, source), mask);
   }
 
   /// The decoder's output [batch, L, d_model] for target ids [batch, L] (shifted right: the
   /// first is the start symbol), given the encoder's output for `source`.
   template <class L, class M>
-  grad::variable<T, shape<batch, L, d_model>, Device> decode(
-      const context& ctx, const grad::variable<T, shape<batch, M, d_model>, Device>& memory,
+  grad::variable<A, shape<batch, L, d_model>, Device> decode(
+      const context& ctx, const grad::variable<A, shape<batch, M, d_model>, Device>& memory,
       const tensor<token, shape<batch, M>, Device>& source,
       const tensor<token, shape<batch, L>, Device>& target) const {
-    const auto causal = causal_mask<T, L>(target, pad_);
-    const auto memory_mask = padding_mask<T, L>(source, target.template extent<L>(), pad_);
+    const auto causal = causal_mask<A, L>(target, pad_);
+    const auto memory_mask = padding_mask<A, L>(source, target.template extent<L>(), pad_);
     return decoder_(ctx, embeddings_.target(ctx, target), memory, causal, memory_mask);
   }
 
   /// Logits [batch, tgt, vocab] of the next token at every target position (teacher forcing).
-  grad::variable<T, shape<batch, tgt, vocab>, Device> operator()(
+  grad::variable<A, shape<batch, tgt, vocab>, Device> operator()(
       const context& ctx, const tensor<token, shape<batch, src>, Device>& source,
       const tensor<token, shape<batch, tgt>, Device>& target) const {
     return embeddings_.logits(ctx, decode(ctx, encode(ctx, source), source, target));
   }
 
   /// Every parameter, with dotted names ("decoder.layer.0.cross_attention.query.weight").
-  grad::parameter_list<T, Device> parameters() {
-    grad::parameter_list<T, Device> list;
+  grad::parameter_list<P, Device> parameters() {
+    grad::parameter_list<P, Device> list;
     collect(list);
     return list;
   }
-  void collect(grad::parameter_list<T, Device>& list) {
+  void collect(grad::parameter_list<P, Device>& list) {
     list.add_module("embeddings", embeddings_);
     list.add_module("encoder", encoder_);
     list.add_module("decoder", decoder_);
