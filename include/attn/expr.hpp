@@ -6,6 +6,7 @@
 #include "expr/contract.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/expression.hpp"
+#include "expr/iota.hpp"
 #include "expr/layout.hpp"
 #include "expr/ops.hpp"
 #include "expr/reduce.hpp"

@@ -1,6 +1,7 @@
 // The generated elementwise kernel against host loops: every unary and binary operation,
-// scalar operands, comparisons, select, cast, constants, broadcast, permute, split, merge,
-// rename and slice, alone and nested, in float, double, int and bool; sizes odd or 1.
+// scalar operands, comparisons, select, cast, constants, coordinates (iota), broadcast,
+// permute, split, merge, rename and slice, alone and nested, in float, double, int and bool;
+// sizes odd or 1.
 #include "gpu_test.cuh"
 
 #include <string>
@@ -220,6 +221,28 @@ void broadcasts() {
         [&](auto i) { return at(hv, {i[2]}); });
 }
 
+// ---------------------------------------------------------------------------------------
+/// Coordinates as values (expr/iota.hpp): alone, shifted, broadcast and combined as ALiBi does.
+template <class T>
+void coordinates() {
+  const std::string t = "/" + type_name<T>();
+  check("iota" + t, attn::iota<T, len, device>(37), [&](auto i) { return double(i[0]); });
+  check("iota from 5" + t, attn::iota<T, len, device>(9, T(5)), [&](auto i) { return double(i[0] + 5); });
+  check("iota of one" + t, attn::iota<T, len, device>(1, T(3)), [&](auto) { return 3.0; });
+  const extents<shape<batch, heads, len, src>> scores(2, 3, 5, 7);
+  const auto hx = random_host<T>(scores);
+  const auto x = upload(hx);
+  check("index_along<len> - index_along<src>" + t, attn::index_along<len>(x) - attn::index_along<src>(x),
+        [&](auto i) { return double(i[2] - i[3]); });
+  const auto hslopes = random_host<T>(extents<shape<heads>>(3));
+  const auto slopes = upload(hslopes);
+  check("x - slope(head) * |i + 4 - j|" + t,
+        x - attn::broadcast_like(slopes, x) * attn::abs(attn::index_along<len>(x, T(4)) - attn::index_along<src>(x)),
+        [&](auto i) { return at(hx, i) - at(hslopes, {i[1]}) * std::abs(double(i[2] + 4 - i[3])); });
+  check("where(|i - j| <= 2, x, -1)" + t,
+        attn::where(attn::abs(attn::index_along<len>(x) - attn::index_along<src>(x)) <= T(2), x, -1.0),
+        [&](auto i) { return std::abs(i[2] - i[3]) <= 2 ? at(hx, i) : -1.0; });
+}
 // ---------------------------------------------------------------------------------------
 template <class T>
 void permutes() {
@@ -454,6 +477,9 @@ int main() {
     integer_and_bool_operations();
     broadcasts<float>();
     broadcasts<double>();
+    coordinates<float>();
+    coordinates<double>();
+    check("iota/int", attn::iota<int, len, device>(11, -3), [&](auto i) { return double(i[0] - 3); });
     permutes<float>();
     permutes<double>();
     reshapes<float>();

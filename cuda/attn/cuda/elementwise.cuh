@@ -144,6 +144,15 @@ struct constant_plan {
   __device__ T operator()(I) const { return value; }
 };
 
+/// An iota: the node's own index, shifted.
+template <class T>
+struct iota_plan {
+  using value_type = T;
+  T start;
+  template <class I>
+  __device__ T operator()(I i) const { return start + static_cast<T>(i); }
+};
+
 // The scalar functors of expr/ops.hpp are stateless: plans call a fresh Op{} rather than store one.
 template <class Op, class A>
 struct unary_plan {
@@ -224,6 +233,11 @@ struct planner<tensor_view<T, S, cuda>> {
 template <class T, class S>
 struct planner<expr::constant<T, S, cuda>> {
   static constant_plan<T> make(const expr::constant<T, S, cuda>& c, workspace&) { return {c.value}; }
+};
+
+template <class T, class D>
+struct planner<expr::iota<T, D, cuda>> {
+  static iota_plan<T> make(const expr::iota<T, D, cuda>& e, workspace&) { return {e.start}; }
 };
 
 template <class Op, class A>

@@ -41,6 +41,20 @@ struct lowering<expr::constant<T, S, cpu>> {
   auto eigen() const { return shape_only.constant(value); }
 };
 
+/// Eigen's generator op, called with each element's coordinates (one here).
+template <class T, class D>
+struct lowering<expr::iota<T, D, cpu>> {
+  struct positions {
+    T start;
+    T operator()(const std::array<Eigen::Index, 1>& at) const { return start + static_cast<T>(at[0]); }
+  };
+  eigen_map<T, 1> shape_only;  // sizes for the generator; never read
+  T start;
+  explicit lowering(const expr::iota<T, D, cpu>& e)
+      : shape_only(static_cast<const T*>(nullptr), eigen_sizes(e.extents())), start(e.start) {}
+  auto eigen() const { return shape_only.generate(positions{start}); }
+};
+
 namespace detail {
 template <class X> auto apply(op::negate, const X& x) { return -x; }
 template <class X> auto apply(op::exp, const X& x) { return x.exp(); }
