@@ -4,6 +4,7 @@
 #include "expr/affine.hpp"
 #include "expr/broadcast.hpp"
 #include "expr/contract.hpp"
+#include "expr/derivative.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/expression.hpp"
 #include "expr/iota.hpp"

@@ -9,6 +9,7 @@
 #include "grad/heads.hpp"
 #include "grad/layer_norm.hpp"
 #include "grad/linear.hpp"
+#include "grad/map.hpp"
 #include "grad/parameter.hpp"
 #include "grad/product.hpp"
 #include "grad/softmax.hpp"

@@ -1,7 +1,7 @@
 // The generated elementwise kernel against host loops: every unary and binary operation,
-// scalar operands, comparisons, select, cast, constants, coordinates (iota), broadcast,
-// permute, split, merge, rename and slice, alone and nested, in float, double, int and bool;
-// sizes odd or 1.
+// scalar operands, comparisons, select, cast, constants, coordinates (iota), derivatives,
+// broadcast, permute, split, merge, rename and slice, alone and nested, in float, double, int
+// and bool; sizes odd or 1.
 #include "gpu_test.cuh"
 
 #include <string>
@@ -242,6 +242,18 @@ void coordinates() {
   check("where(|i - j| <= 2, x, -1)" + t,
         attn::where(attn::abs(attn::index_along<len>(x) - attn::index_along<src>(x)) <= T(2), x, -1.0),
         [&](auto i) { return std::abs(i[2] - i[3]) <= 2 ? at(hx, i) : -1.0; });
+
+  // Derivatives read off expressions (expr/derivative.hpp) lower like any expression.
+  const auto alibi = [&](const auto& s, const auto& m) {
+    return s - attn::broadcast_like(m, s) * attn::abs(attn::index_along<len>(s, T(4)) - attn::index_along<src>(s));
+  };
+  check("d(alibi)/d(slope)" + t, attn::derivative<1>(alibi(attn::input<0>(x), attn::input<1>(slopes))),
+        [&](auto i) { return -std::abs(double(i[2] + 4 - i[3])); });
+  check("d(exp(x) * tanh(x))/dx" + t, attn::derivative<0>(attn::exp(attn::input<0>(x)) * attn::tanh(attn::input<0>(x))),
+        [&](auto i) {
+          const double v = at(hx, i);
+          return std::exp(v) * std::tanh(v) + std::exp(v) * (1 - std::tanh(v) * std::tanh(v));
+        });
 }
 // ---------------------------------------------------------------------------------------
 template <class T>

@@ -235,6 +235,12 @@ struct planner<expr::constant<T, S, cuda>> {
   static constant_plan<T> make(const expr::constant<T, S, cuda>& c, workspace&) { return {c.value}; }
 };
 
+/// A marked input (expr/derivative.hpp) is its operand.
+template <std::size_t I, class A>
+struct planner<expr::input<I, A>> {
+  static plan_t<A> make(const expr::input<I, A>& e, workspace& ws) { return planner<A>::make(e.a, ws); }
+};
+
 template <class T, class D>
 struct planner<expr::iota<T, D, cuda>> {
   static iota_plan<T> make(const expr::iota<T, D, cuda>& e, workspace&) { return {e.start}; }

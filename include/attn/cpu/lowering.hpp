@@ -41,6 +41,14 @@ struct lowering<expr::constant<T, S, cpu>> {
   auto eigen() const { return shape_only.constant(value); }
 };
 
+/// A marked input (expr/derivative.hpp) is its operand.
+template <std::size_t I, class A>
+struct lowering<expr::input<I, A>> {
+  lowering<A> a;
+  explicit lowering(const expr::input<I, A>& e) : a(e.a) {}
+  decltype(auto) eigen() const { return a.eigen(); }
+};
+
 /// Eigen's generator op, called with each element's coordinates (one here).
 template <class T, class D>
 struct lowering<expr::iota<T, D, cpu>> {
