@@ -136,12 +136,17 @@ struct derivative_rule<I, expr::unary<Op, A>> {
 template <std::size_t I, class Op, class A, class B>
 struct derivative_rule<I, expr::binary<Op, A, B>> {
   static auto of(const expr::binary<Op, A, B>& e) {
-    const auto& a = e.a;
-    const auto& b = e.b;
-    const auto da = derivative_of<I>(a);
-    const auto db = derivative_of<I>(b);
-    if constexpr (std::is_same_v<typename expr::binary<Op, A, B>::value_type, bool>) return expr::zero{};
-    else if constexpr (std::is_same_v<Op, op::add>) return plus(da, db);
+    if constexpr (std::is_same_v<typename expr::binary<Op, A, B>::value_type, bool>) {
+      return expr::zero{};  // a comparison: its operands are not differentiated
+    } else {
+      return of_values(e.a, e.b, derivative_of<I>(e.a), derivative_of<I>(e.b));
+    }
+  }
+
+ private:
+  template <class DA, class DB>
+  static auto of_values(const A& a, const B& b, const DA& da, const DB& db) {
+    if constexpr (std::is_same_v<Op, op::add>) return plus(da, db);
     else if constexpr (std::is_same_v<Op, op::subtract>) return minus(da, db);
     else if constexpr (std::is_same_v<Op, op::multiply>) return plus(times(da, b), times(db, a));
     else if constexpr (std::is_same_v<Op, op::divide>) return minus(times(da, 1 / b), times(db, a / (b * b)));

@@ -14,7 +14,8 @@
 namespace attn::nn {
 
 /// An encoder-decoder Transformer of configuration C (base, big, a Table 3 row, or your own)
-/// with element type T (or a precision<activation, parameter>, nn/precision.hpp), over a vocabulary of a size chosen at run time.
+/// with element type T (or a precision<activation, parameter>, nn/precision.hpp), over a
+/// vocabulary of a size chosen at run time.
 template <class T, class C, class Device = cpu>
 class transformer {
  public:
