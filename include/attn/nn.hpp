@@ -17,3 +17,5 @@
 #include "nn/precision.hpp"
 #include "nn/residual.hpp"
 #include "nn/transformer.hpp"
+#include "nn/variant.hpp"
+#include "nn/variants.hpp"

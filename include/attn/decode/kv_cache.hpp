@@ -78,7 +78,7 @@ class kv_cache_decoder {
             append(cache.self_keys, k.value());
             append(cache.self_values, v.value());
             return layer.self_attention.attend(ctx_, in, prefix<keys_type>(cache.self_keys),
-                                               prefix<values_type>(cache.self_values), no_mask);
+                                               prefix<values_type>(cache.self_values), no_mask, step_);
           },
           [&](const auto& in) {
             return layer.cross_attention.attend(ctx_, in, cache.memory_keys, cache.memory_values, memory_mask_);
@@ -138,7 +138,7 @@ class kv_cache_decoder {
   void grow(Tensor& cache, index_t positions) const {
     const index_t capacity = cache.size() == 0 ? 0 : cache.template extent<nn::keys>();
     if (positions <= capacity) return;
-    const index_t heads = attention::heads::extent;
+    const index_t heads = attention::kv_heads::extent;
     const index_t depth = cache.size() == 0 ? 0 : cache.size() / (rows_ * heads * capacity);
     Tensor grown(extents<typename Tensor::shape_type>(rows_, std::max<index_t>(positions, 2 * capacity)),
                  uninitialized);
@@ -152,16 +152,16 @@ class kv_cache_decoder {
   template <class Tensor, class New>
   void append(Tensor& cache, const New& position) const {
     const index_t capacity = cache.template extent<nn::keys>();
-    const index_t depth = position.size() / (rows_ * attention::heads::extent);
+    const index_t depth = position.size() / (rows_ * attention::kv_heads::extent);
     primitives<Device>::copy_blocks(cache.data() + step_ * depth, capacity * depth, position.data(), depth, depth,
-                                    rows_ * attention::heads::extent);
+                                    rows_ * attention::kv_heads::extent);
   }
   /// new row i = old row rows[i] of a self-attention cache, its filled positions only, written
   /// into `spare` (allocated when its extents differ), which then becomes the cache.
   template <class Tensor>
   void keep_filled_rows(Tensor& cache, Tensor& spare, std::span<const index_t> rows) const {
     const index_t kept = index_t(rows.size());
-    const index_t heads = attention::heads::extent;
+    const index_t heads = attention::kv_heads::extent;
     const index_t capacity = cache.template extent<nn::keys>();
     if (spare.template extent<nn::batch>() != kept || spare.template extent<nn::keys>() != capacity)
       spare = Tensor(extents<typename Tensor::shape_type>(kept, capacity), uninitialized);

@@ -1,5 +1,6 @@
 // Differentiable elementwise operations: sums (residual connections), scaling, ReLU, and a
-// sum with an operand repeated along one dimension (positional encodings, biases).
+// sum with an operand repeated along one dimension (positional encodings, biases), and its
+// adjoint, the sum along a dimension (additive attention's vᵀ tanh(·)).
 #pragma once
 
 #include <utility>
@@ -62,6 +63,18 @@ variable<T, S, Device> add_broadcast(tape* t, const variable<T, S, Device>& x,
       if (!y.has_grad()) return;
       if (x.requires_grad()) x.accumulate(y.grad());
       if (p.requires_grad()) p.accumulate(sum<D>(y.grad()));
+    });
+  }
+  return y;
+}
+
+/// Σ_D x: x's shape without D. The gradient repeats along D.
+template <dimension D, class T, class S, class Device>
+variable<T, remove_dim<S, D>, Device> sum(tape* t, const variable<T, S, Device>& x) {
+  variable<T, remove_dim<S, D>, Device> y(attn::sum<D>(x.value()), recording(t, x));
+  if (y.requires_grad()) {
+    t->record([x, y] {
+      if (y.has_grad() && x.requires_grad()) x.accumulate(broadcast_like(y.grad(), x.value()));
     });
   }
   return y;

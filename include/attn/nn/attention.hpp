@@ -1,7 +1,9 @@
-// Scaled dot-product attention (paper §3.2.1, eq. (1)) and multi-head attention (§3.2.2).
+// Scaled dot-product attention (paper §3.2.1, eq. (1)) and multi-head attention (§3.2.2), the
+// attention itself given by a variant (nn/variant.hpp; the paper's by default).
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "../grad/heads.hpp"
@@ -11,6 +13,7 @@
 #include "dims.hpp"
 #include "linear.hpp"
 #include "precision.hpp"
+#include "variant.hpp"
 
 namespace attn::nn {
 
@@ -31,28 +34,40 @@ grad::variable<T, shape<B, H, Q, DV>, Device> scaled_dot_product_attention(
 
 /// MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 /// The h projections of a kind are one [d_model, h·d_k] matrix, split into heads after the product.
-template <class T, class C, class Device = cpu>
+/// Variant says how queries attend (nn/variant.hpp); by default the one configuration C names.
+template <class T, class C, class Device = cpu, class Variant = variant_of<T, C, Device>>
 struct multi_head_attention {
   using A = activation_t<T>;
   using P = parameter_t<T>;
+  using variant_type = Variant;
   using d_model = typename C::d_model;
   using heads = typename C::heads;
+  using kv_heads = kv_heads_of<Variant, C>;  // h, or fewer when heads share keys and values
   using d_k = typename C::d_k;
   using d_v = typename C::d_v;
+  using key_width = std::conditional_t<std::is_same_v<kv_heads, heads>, typename C::query_width,
+                                       dim<"kv_heads_d_k", kv_heads::extent * d_k::extent>>;
+  using value_width = std::conditional_t<std::is_same_v<kv_heads, heads>, typename C::value_width,
+                                         dim<"kv_heads_d_v", kv_heads::extent * d_v::extent>>;
 
   linear<T, d_model, typename C::query_width, Device> query;
-  linear<T, d_model, typename C::query_width, Device> key;
-  linear<T, d_model, typename C::value_width, Device> value;
+  linear<T, d_model, key_width, Device> key;
+  linear<T, d_model, value_width, Device> value;
   linear<T, typename C::value_width, d_model, Device> output;
 
   attention_kind kind;  // names the weights in an attention record
+  Variant variant;
 
-  explicit multi_head_attention(random_stream& init, attention_kind k = attention_kind::encoder_self)
+  /// `spec` gives a variant its arguments, or chooses one (one_of); drawn after the projections,
+  /// so that the paper's model draws the same numbers as before variants existed.
+  explicit multi_head_attention(random_stream& init, attention_kind k = attention_kind::encoder_self,
+                                const variant_spec& spec = {})
       : query(init, fused_width(k, true)),
         key(init, fused_width(k, false)),
         value(init, fused_width(k, false)),
         output(init),
-        kind(k) {}
+        kind(k),
+        variant(make_variant<Variant>(init, k, spec)) {}
 
   /// The width of the matrix the authors' tensor2tensor draws a projection as part of (Xavier's
   /// fan_out): self-attention computes Q, K and V with one [d_model, 2·h·d_k + h·d_v] matrix
@@ -63,9 +78,9 @@ struct multi_head_attention {
   /// attention). attn drew them alone until issue 14, and trained slower than PyTorch for it
   /// (docs/model.md has the measurements).
   static index_t fused_width(attention_kind k, bool is_query) {
-    const index_t queries = C::query_width::extent, values = C::value_width::extent;
-    if (k != attention_kind::encoder_decoder) return 2 * queries + values;
-    return is_query ? queries : queries + values;
+    const index_t queries = C::query_width::extent, key_columns = key_width::extent, values = value_width::extent;
+    if (k != attention_kind::encoder_decoder) return queries + key_columns + values;
+    return is_query ? queries : key_columns + values;
   }
 
   /// Queries from x [B, Q, d_model] attend to memory [B, K, d_model] (x itself for
@@ -80,27 +95,29 @@ struct multi_head_attention {
   }
 
   template <class B>
-  using key_heads = grad::variable<A, shape<B, heads, keys, d_k>, Device>;
+  using key_heads = grad::variable<A, shape<B, kv_heads, keys, d_k>, Device>;
   template <class B>
-  using value_heads = grad::variable<A, shape<B, heads, keys, d_v>, Device>;
+  using value_heads = grad::variable<A, shape<B, kv_heads, keys, d_v>, Device>;
 
   /// memory [B, K, d_model] projected to the heads' keys and values. Incremental decoding keeps
   /// them: the encoder's once per sentence, the decoder's one position at a time.
   template <class B, class K>
   std::pair<key_heads<B>, value_heads<B>> keys_and_values(
       const context& ctx, const grad::variable<A, shape<B, K, d_model>, Device>& memory) const {
-    return {grad::split_heads<heads, d_k, keys>(ctx.tape, key(ctx, memory)),
-            grad::split_heads<heads, d_v, keys>(ctx.tape, value(ctx, memory))};
+    return {grad::split_heads<kv_heads, d_k, keys>(ctx.tape, key(ctx, memory)),
+            grad::split_heads<kv_heads, d_v, keys>(ctx.tape, value(ctx, memory))};
   }
 
-  /// Queries from x [B, Q, d_model] attend to keys and values already split into heads.
+  /// Queries from x [B, Q, d_model] attend to keys and values already split into heads. The
+  /// first query is at position `first_query` (incremental decoding runs one at a time).
   template <class B, class Q>
   grad::variable<A, shape<B, Q, d_model>, Device> attend(const context& ctx,
                                                          const grad::variable<A, shape<B, Q, d_model>, Device>& x,
                                                          const key_heads<B>& k, const value_heads<B>& v,
-                                                         const tensor<A, shape<B, Q, keys>, Device>& mask) const {
+                                                         const tensor<A, shape<B, Q, keys>, Device>& mask,
+                                                         index_t first_query = 0) const {
     auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
-    auto attended = scaled_dot_product_attention(ctx, q, k, v, mask, kind);
+    auto attended = variant_attention(variant, ctx, q, k, v, mask, kind, first_query);
     return output(ctx, grad::merge_heads<typename C::value_width>(ctx.tape, attended));
   }
 
@@ -109,6 +126,7 @@ struct multi_head_attention {
     list.add_module("key", key);
     list.add_module("value", value);
     list.add_module("output", output);
+    if constexpr (requires { variant.collect(list); }) list.add_module("variant", variant);
   }
 };
 

@@ -1,6 +1,9 @@
 // Model configurations as types (paper Table 3), and the closed-form parameter count.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "../core/config.hpp"
 #include "../core/dim.hpp"
 
@@ -10,8 +13,9 @@ namespace attn::nn {
 /// paper (§3.1), or x + Sublayer(LayerNorm(x)) with a final LayerNorm on each stack.
 enum class norm_placement { post, pre };
 
-/// Sinusoidal encodings (§3.5) or learned position embeddings (Table 3, row E).
-enum class positional { sinusoidal, learned };
+/// Sinusoidal encodings (§3.5), learned position embeddings (Table 3, row E), or none (for a
+/// variant that puts positions into attention's scores, such as ALiBi).
+enum class positional { sinusoidal, learned, none };
 
 /// The widths of a model as dimensions: d_model, d_ff, h heads of d_k (queries, keys) and
 /// d_v (values). heads·d_k need not equal d_model (Table 3, rows A and B).
@@ -42,22 +46,30 @@ struct config : Widths {
   static constexpr norm_placement norm = norm_placement::post;
   static constexpr bool tied_embeddings = true;  // one matrix for both embeddings and the output (§3.4)
   static constexpr double layer_norm_epsilon = 1e-6;
+  // The attention variant: `template <class T, class C, class D> using attention = nn::alibi<T, C, D>;`
+  // (nn/variant.hpp; the paper's when absent), and its "NAME[:ARG]" for run-time arguments.
+  static constexpr std::string_view attention_spec = "";
 };
 
-/// What a model may take at run time instead of from its configuration type: N, P_drop and
-/// the kind of positions (Table 3, rows C, D and E). Shapes stay compile-time; these do not
-/// change any, so a trainer compiled for one set of widths covers those rows without
-/// another instantiation.
+/// What a model may take at run time instead of from its configuration type: N, P_drop, the
+/// kind of positions (Table 3, rows C, D and E) and the attention variant's name and argument
+/// ("NAME[:ARG]", nn/variant.hpp; empty: the configuration's with its defaults). Shapes stay
+/// compile-time; these do not change any, so a trainer compiled for one set of widths covers
+/// those rows without another instantiation.
 struct hyperparameters {
   int layers = 6;
   double dropout = 0.1;
   positional positions = positional::sinusoidal;
+  std::string attention = {};
 };
 
 /// The run-time hyperparameters that configuration C names.
 template <class C>
 constexpr hyperparameters defaults() {
-  return {C::layers, C::dropout, C::positions};
+  if constexpr (requires { std::string_view(C::attention_spec); })
+    return {C::layers, C::dropout, C::positions, std::string(C::attention_spec)};
+  else
+    return {C::layers, C::dropout, C::positions, {}};
 }
 
 /// The base model (Table 3, first row).
@@ -110,7 +122,8 @@ struct e_learned : base {
 }  // namespace table3
 
 /// Number of trainable scalars of configuration C with a vocabulary of `vocab` tokens:
-/// every projection has a bias, every LayerNorm a gain and a bias.
+/// every projection has a bias, every LayerNorm a gain and a bias. The paper's attention: a
+/// variant's own parameters and fewer key/value heads are not counted (parameters().count() is).
 template <class C>
 constexpr index_t parameter_count(index_t vocab, hyperparameters h = defaults<C>()) {
   const index_t d = C::d_model::extent, ff = C::d_ff::extent;

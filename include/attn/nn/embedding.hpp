@@ -44,6 +44,7 @@ class embeddings {
   using positions_type = grad::parameter<P, shape<positions, d_model>, Device>;
   embeddings(index_t vocab_size, random_stream& init, const hyperparameters& h)
       : learned_(h.positions == positional::learned),
+        no_positions_(h.positions == positional::none),
         dropout_(h.dropout),
         source_(extents<shape<vocab, d_model>>(vocab_size)),
         target_(C::tied_embeddings ? source_ : table_type(extents<shape<vocab, d_model>>(vocab_size))),
@@ -110,6 +111,7 @@ class embeddings {
                                                             index_t first = 0) const {
     const index_t length = ids.template extent<L>();
     auto tokens = grad::lookup(ctx.tape, grad::cast<A>(ctx.tape, table), ids, A(std::sqrt(double(d_model::extent))));
+    if (no_positions_) return dropout(ctx, tokens, dropout_);
     grad::variable<A, shape<L, d_model>, Device> where = [&] {
       if (learned_) {
         return grad::table_rows<L>(ctx.tape, grad::cast<A>(ctx.tape, learned), first, length);
@@ -124,6 +126,7 @@ class embeddings {
   }
 
   bool learned_;    // learned positions (row E) instead of sinusoids
+  bool no_positions_;  // neither: attention's variant knows positions (ALiBi)
   double dropout_;  // P_drop
   table_type source_, target_, output_;
   mutable tensor<A, shape<positions, d_model>, Device> sinusoids_;  // grown when a longer sentence comes

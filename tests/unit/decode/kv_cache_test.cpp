@@ -42,8 +42,11 @@ nn::transformer<double, C> peaked_model(std::uint64_t seed) {
 
 }  // namespace
 
+// The variants whose decoding differs: the query's position enters restricted attention's mask
+// rule and ALiBi's bias, and the multi-query cache keeps one head.
 TEST_CASE_TEMPLATE("decode: every step's log-probabilities with the cache equal recomputing the prefix", C, test::micro,
-                   test::micro_pre_norm, test::micro_learned_untied) {
+                   test::micro_pre_norm, test::micro_learned_untied, test::micro_restricted, test::micro_mqa,
+                   test::micro_alibi) {
   const nn::transformer<double, C> model(vocabulary, 11, pad);
   decode::kv_cache_decoder<double, C> cached(model, sources, eos);
   decode::recomputing_decoder<double, C> full(model, sources, eos);

@@ -1,0 +1,269 @@
+// Attention variants: what a policy given to multi_head_attention may say, and attention
+// (paper §3.2.1, eq. (1)) computed from it. A variant is a class template
+// `template <class T, class C, class Device> struct my_variant` whose members, all optional, say
+//   (a) how a query meets a key:     `score(ctx, q, k)` → scores [batch, heads, queries, keys]
+//                                    (default Q·Kᵀ) and `scale<A>(d_k)` (default 1/√d_k);
+//   (b) how a score is modified at its coordinates: `modify(s, first_query, inputs...)`, an
+//       elementwise expression of the scaled scores s (query_index, key_index, head_index give
+//       the coordinates) and of `modification_inputs(ctx)` (a tuple of variables: learned
+//       parameters get their gradients from the expression's derivative, grad/map.hpp);
+//   (c) which pairs may attend: `allowed(query_index, key_index)`, a bool expression combined
+//       with the padding and causal masks;
+//   (d) how many key/value heads there are: `using kv_heads = dim<"kv_heads", G>` (default h);
+// plus `applies()` (whether (b) and (c) apply to this attention, default yes), `collect(list)`
+// for parameters and a constructor from (random_stream&, attention_kind, const variant_spec&).
+// A configuration names its variant: `template <class T, class C, class D> using attention = ...`.
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "../expr/iota.hpp"
+#include "../grad/heads.hpp"
+#include "../grad/map.hpp"
+#include "../grad/product.hpp"
+#include "../grad/softmax.hpp"
+#include "context.hpp"
+#include "dims.hpp"
+#include "masks.hpp"
+
+namespace attn::nn {
+
+/// A variant named at run time, "NAME[:ARG]" (attn-train --attention): "restricted:9".
+struct variant_spec {
+  std::string name, argument;
+
+  static variant_spec parse(std::string_view text) {
+    const auto colon = text.find(':');
+    if (colon == std::string_view::npos) return {std::string(text), {}};
+    return {std::string(text.substr(0, colon)), std::string(text.substr(colon + 1))};
+  }
+  std::string str() const { return argument.empty() ? name : name + ":" + argument; }
+
+  /// The argument as a positive integer, for variant `who`.
+  index_t positive_argument(std::string_view who) const {
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(argument, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != argument.size() || value <= 0)
+      throw std::invalid_argument("attention variant " + std::string(who) + " needs a positive integer argument (" +
+                                  std::string(who) + ":N), not '" + argument + "'");
+    return index_t(value);
+  }
+};
+
+/// Coordinates of scores s [batch, heads, queries, keys] as expressions of s's element type.
+/// `first_query` is the position of the first query: incremental decoding runs one at a time.
+template <class S>
+auto query_index(const S& s, index_t first_query) {
+  return index_along<dim_at<shape_t<S>, 2>>(s, value_t<S>(first_query));
+}
+template <class S>
+auto key_index(const S& s) {
+  return index_along<keys>(s);
+}
+template <class S>
+auto head_index(const S& s) {
+  return index_along<dim_at<shape_t<S>, 1>>(s);
+}
+
+template <class T, class C, class Device>
+struct scaled_dot_product;
+
+namespace detail {
+
+template <class T, class C, class Device>
+struct variant_of {
+  using type = scaled_dot_product<T, C, Device>;
+};
+template <class T, class C, class Device>
+  requires requires { typename C::template attention<T, C, Device>; }
+struct variant_of<T, C, Device> {
+  using type = typename C::template attention<T, C, Device>;
+};
+
+template <class V, class C>
+struct kv_heads_of {
+  using type = typename C::heads;
+};
+template <class V, class C>
+  requires requires { typename V::kv_heads; }
+struct kv_heads_of<V, C> {
+  using type = typename V::kv_heads;
+  static_assert(C::heads::extent % type::extent == 0,
+                "attn::nn: a variant's key/value heads must divide the query heads");
+};
+
+template <class V, class S, class Inputs>
+inline constexpr bool can_modify = false;
+template <class V, class S, class... In>
+inline constexpr bool can_modify<V, S, std::tuple<In...>> =
+    requires(const V& v, const S& s, const In&... in) { v.modify(s, index_t{}, in.value()...); };
+
+template <class V>
+inline constexpr bool has_mask_rule = requires(const V& v, const tensor<float, shape<batch, tgt, keys>>& m) {
+  v.allowed(index_along<tgt>(m), index_along<keys>(m));
+};
+
+template <class V>
+bool applies(const V& v) {
+  if constexpr (requires { v.applies(); }) return v.applies();
+  else return true;
+}
+
+template <class V>
+auto modification_inputs(const V& v, const context& ctx) {
+  if constexpr (requires { v.modification_inputs(ctx); }) return v.modification_inputs(ctx);
+  else return std::tuple<>{};
+}
+
+/// [B, H, L, D] → [B, G, H/G·L, D]: the queries of the H/G heads that share a key/value head
+/// as one block of rows, so that grouped-query attention is two products with no copy of K or V.
+template <class G, class H, class T, class B, class L, class D, class Device>
+auto group_heads(grad::tape* t, const grad::variable<T, shape<B, H, L, D>, Device>& x) {
+  if constexpr (std::is_same_v<G, H>) {
+    return x;
+  } else {
+    using R = dim<"heads_per_group", H::extent / G::extent>;
+    using grouped = dim<"grouped_queries">;
+    grad::variable<T, shape<B, G, grouped, D>, Device> y(merge<R, L, grouped>(split<H, G, R>(x.value())),
+                                                         grad::recording(t, x));
+    if (y.requires_grad())
+      t->record([x, y] {
+        if (y.has_grad()) x.accumulate(merge<G, R, H>(split<grouped, R, L>(y.grad())));
+      });
+    return y;
+  }
+}
+
+/// The inverse of group_heads: [B, G, H/G·L, D] → [B, H, L, D].
+template <class H, class L, class T, class B, class G, class GL, class D, class Device>
+auto ungroup_heads(grad::tape* t, const grad::variable<T, shape<B, G, GL, D>, Device>& x) {
+  if constexpr (std::is_same_v<G, H>) {
+    return x;
+  } else {
+    using R = dim<"heads_per_group", H::extent / G::extent>;
+    grad::variable<T, shape<B, H, L, D>, Device> y(merge<G, R, H>(split<GL, R, L>(x.value())), grad::recording(t, x));
+    if (y.requires_grad())
+      t->record([x, y] {
+        if (y.has_grad()) x.accumulate(merge<R, L, GL>(split<H, G, R>(y.grad())));
+      });
+    return y;
+  }
+}
+
+}  // namespace detail
+
+/// The variant configuration C names (C::attention), else the paper's.
+template <class T, class C, class Device>
+using variant_of = typename detail::variant_of<T, C, Device>::type;
+
+/// Key/value heads of variant V in configuration C.
+template <class V, class C>
+using kv_heads_of = typename detail::kv_heads_of<V, C>::type;
+
+/// Variant V for attention `kind`, from `spec` when V takes one. A spec naming another variant
+/// is refused: a checkpoint's variant must be the model's.
+template <class V>
+V make_variant(random_stream& init, attention_kind kind, const variant_spec& spec) {
+  if constexpr (requires { std::string_view(V::name); }) {
+    if (!spec.name.empty() && spec.name != V::name)
+      throw std::invalid_argument("attention variant '" + spec.name + "' asked of a model whose attention is '" +
+                                  std::string(V::name) + "'");
+  }
+  if constexpr (std::is_constructible_v<V, random_stream&, attention_kind, const variant_spec&>)
+    return V(init, kind, spec);
+  else
+    return V{};
+}
+
+/// softmax(score(Q, K) · scale + modification + mask) V with the variant's rules (eq. (1) for
+/// the paper's): q [B, H, Q, d_k], k [B, G, keys, d_k], v [B, G, keys, d_v] with G key/value
+/// heads, mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v].
+template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
+grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
+    const V& variant, const context& ctx, const grad::variable<A, shape<B, H, Q, DK>, Device>& q,
+    const grad::variable<A, shape<B, G, keys, DK>, Device>& k, const grad::variable<A, shape<B, G, keys, DV>, Device>& v,
+    const tensor<A, shape<B, Q, keys>, Device>& mask, attention_kind kind, index_t first_query = 0) {
+  if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query); }) {
+    return variant.attend(ctx, q, k, v, mask, kind, first_query);  // a variant that chooses at run time
+  } else {
+    auto grouped = detail::group_heads<G>(ctx.tape, q);
+    auto scores = [&] {
+      if constexpr (requires { variant.score(ctx, grouped, k); })
+        return detail::ungroup_heads<H, Q>(ctx.tape, variant.score(ctx, grouped, k));
+      else
+        return detail::ungroup_heads<H, Q>(ctx.tape, grad::product<DK>(ctx.tape, grouped, k));
+    }();  // [B, H, Q, keys]
+    const index_t d_k = q.extents().template extent<DK>();
+    A scale = A(1) / std::sqrt(A(d_k));
+    if constexpr (requires { V::template scale<A>(d_k); }) scale = V::template scale<A>(d_k);
+    const bool rules = detail::applies(variant);
+
+    using S = typename decltype(scores)::tensor_type;
+    const auto inputs = detail::modification_inputs(variant, ctx);
+    if constexpr (detail::can_modify<V, S, std::remove_const_t<decltype(inputs)>>) {
+      if (rules) {
+        const V* policy = &variant;  // outlives the tape: the variant is a module's member
+        auto modified = std::apply(
+            [&](const auto&... in) {
+              return grad::map(
+                  ctx.tape,
+                  [policy, scale, first_query](const auto& s, const auto&... x) {
+                    return policy->modify(s * scale, first_query, x...);
+                  },
+                  scores, in...);
+            },
+            inputs);
+        static_assert(std::is_same_v<decltype(modified), decltype(scores)>,
+                      "attn::nn: a variant's score modification must keep the scores' shape and type "
+                      "[batch, heads, queries, keys]: it is elementwise");
+        scores = modified;
+        scale = A(1);
+      }
+    }
+    std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
+    if constexpr (detail::has_mask_rule<V>) {
+      if (rules)
+        ruled.emplace(
+            where(variant.allowed(index_along<Q>(mask, A(first_query)), index_along<keys>(mask)), mask, masked<A>));
+    }
+    auto weights = grad::softmax<keys>(ctx.tape, scores, scale, ruled ? *ruled : mask);  // rows sum to 1
+    if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());
+    return detail::ungroup_heads<H, Q>(
+        ctx.tape, grad::product<keys>(ctx.tape, detail::group_heads<G>(ctx.tape, weights), v));  // [B, H, Q, d_v]
+  }
+}
+
+/// The paper's attention (eq. (1)): scores Q·Kᵀ scaled by 1/√d_k, "to counteract" the growth
+/// of dot products with d_k (§3.2.1, footnote 4).
+template <class T, class C, class Device>
+struct scaled_dot_product {
+  static constexpr std::string_view name = "scaled";
+  template <class A>
+  static A scale(index_t d_k) {
+    return A(1) / std::sqrt(A(d_k));
+  }
+};
+
+/// Dot-product attention without the scale (§3.2.1's contrast: "identical to our algorithm,
+/// except for the scaling factor").
+template <class T, class C, class Device>
+struct dot_product {
+  static constexpr std::string_view name = "unscaled";
+  template <class A>
+  static A scale(index_t) {
+    return A(1);
+  }
+};
+
+}  // namespace attn::nn

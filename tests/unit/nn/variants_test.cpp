@@ -1,0 +1,314 @@
+// Attention variants (include/attn/nn/variant.hpp, nn/variants/): each shipped variant against
+// a plain-loop reference, gradient checks in double (inputs and the variants' own parameters),
+// run-time choice by name, and a variant defined here, as a user would, training through nn.
+#include <doctest/doctest.h>
+
+#include <attn/attn.hpp>
+#include <attn/train/adam.hpp>
+#include <attn/train/loss.hpp>
+#include <cmath>
+#include <functional>
+
+#include "../grad/gradcheck.hpp"
+#include "micro.hpp"
+
+namespace {
+using namespace attn;
+using nn::batch;
+using nn::keys;
+using nn::tgt;
+
+// Four heads of d_k 3 and d_v 2, so that grouped-query attention has groups of two.
+struct op_config : nn::config<nn::widths<8, 12, 4, 3, 2>> {};
+using heads = op_config::heads;
+using d_k = op_config::d_k;
+using d_v = op_config::d_v;
+using kv2 = dim<"kv_heads", 2>;
+using kv1 = dim<"kv_heads", 1>;
+
+constexpr index_t sentences = 2, queries = 4, length = 5;
+
+template <class G>
+struct inputs {
+  grad::variable<double, shape<batch, heads, tgt, d_k>> q = test::random_input<shape<batch, heads, tgt, d_k>>(sentences, queries);
+  grad::variable<double, shape<batch, G, keys, d_k>> k = test::random_input<shape<batch, G, keys, d_k>>(sentences, length);
+  grad::variable<double, shape<batch, G, keys, d_v>> v = test::random_input<shape<batch, G, keys, d_v>>(sentences, length);
+  tensor<double, shape<batch, tgt, keys>> mask{sentences, queries, length};  // the second sentence's last key is padding
+
+  explicit inputs(bool causal = false) {
+    for (index_t b = 0; b < sentences; ++b)
+      for (index_t i = 0; i < queries; ++i)
+        for (index_t j = 0; j < length; ++j)
+          mask(b, i, j) = (b == 1 && j == length - 1) || (causal && j > i + 1) ? nn::masked<double> : 0.0;
+  }
+};
+
+using score_rule = std::function<double(index_t b, index_t h, index_t i, index_t j, double dot)>;
+
+/// softmax_j(score(b, h, i, j, q·k) + mask, or −∞ where `allowed` says no) · v, head h reading
+/// key/value head h / (H / G), in loops.
+template <class G>
+tensor<double, shape<batch, heads, tgt, d_v>> reference(const inputs<G>& in, const score_rule& score,
+                                                        const std::function<bool(index_t, index_t)>& allowed) {
+  const index_t per_group = heads::extent / G::extent;
+  tensor<double, shape<batch, heads, tgt, d_v>> out(sentences, queries);
+  const auto& q = in.q.value();
+  const auto& k = in.k.value();
+  const auto& v = in.v.value();
+  for (index_t b = 0; b < sentences; ++b)
+    for (index_t h = 0; h < heads::extent; ++h)
+      for (index_t i = 0; i < queries; ++i) {
+        std::vector<double> s(std::size_t(length), 0.0);
+        double top = -1e300, total = 0;
+        for (index_t j = 0; j < length; ++j) {
+          double dot = 0;
+          for (index_t d = 0; d < d_k::extent; ++d) dot += q(b, h, i, d) * k(b, h / per_group, j, d);
+          s[std::size_t(j)] = score(b, h, i, j, dot) + (allowed(i, j) ? in.mask(b, i, j) : nn::masked<double>);
+          top = std::max(top, s[std::size_t(j)]);
+        }
+        for (auto& x : s) total += (x = std::exp(x - top));
+        for (index_t d = 0; d < d_v::extent; ++d) {
+          double sum = 0;
+          for (index_t j = 0; j < length; ++j) sum += s[std::size_t(j)] / total * v(b, h / per_group, j, d);
+          out(b, h, i, d) = sum;
+        }
+      }
+  return out;
+}
+
+const auto everywhere = [](index_t, index_t) { return true; };
+const score_rule scaled = [](index_t, index_t, index_t, index_t, double dot) { return dot / std::sqrt(3.0); };
+
+template <class S>
+double largest_difference(const tensor<double, S>& a, const tensor<double, S>& b) {
+  double worst = 0;
+  for (index_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a.data()[i] - b.data()[i]));
+  return worst;
+}
+
+template <template <class, class, class> class V>
+V<double, op_config, cpu> make(const std::string& spec, nn::attention_kind kind = nn::attention_kind::encoder_self) {
+  random_stream init(5);
+  return nn::make_variant<V<double, op_config, cpu>>(init, kind, nn::variant_spec::parse(spec));
+}
+
+template <class V, class G>
+auto attend(const V& variant, const inputs<G>& in, nn::attention_kind kind = nn::attention_kind::encoder_self,
+            index_t first_query = 0, grad::tape* t = nullptr) {
+  return nn::variant_attention(variant, nn::context{t}, in.q, in.k, in.v, in.mask, kind, first_query);
+}
+
+/// Finite-difference check of the variant's attention through every input and `extra` targets.
+template <class V, class G>
+void check_gradients(const V& variant, const inputs<G>& in, std::vector<test::gradient_target> extra = {},
+                     nn::attention_kind kind = nn::attention_kind::encoder_self, index_t first_query = 0) {
+  const auto r = test::random_like(attend(variant, in, kind, first_query));
+  auto loss_of = [&](grad::tape* t) { return test::weighted_sum(t, attend(variant, in, kind, first_query, t), r); };
+  std::vector<test::gradient_target> targets{test::target("q", in.q), test::target("k", in.k),
+                                             test::target("v", in.v)};
+  targets.insert(targets.end(), extra.begin(), extra.end());
+  const auto report = test::check_gradients(loss_of, targets, 40);
+  INFO(report.where);
+  CHECK(report.worst < 1e-6);
+  CHECK(report.checked > 0);
+}
+}  // namespace
+
+TEST_CASE("variants: scaled (eq. 1) and unscaled dot-product attention match loops and pass gradient checks") {
+  const inputs<heads> in;
+  const auto paper = make<nn::scaled_dot_product>("");
+  CHECK(largest_difference(attend(paper, in).value(), reference(in, scaled, everywhere)) < 1e-12);
+  // The default path is the one the model always took: the same numbers as scaled_dot_product_attention.
+  CHECK(largest_difference(attend(paper, in).value(),
+                           nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
+  const auto unscaled = make<nn::dot_product>("unscaled");
+  const score_rule dot = [](index_t, index_t, index_t, index_t, double d) { return d; };
+  CHECK(largest_difference(attend(unscaled, in).value(), reference(in, dot, everywhere)) < 1e-12);
+  check_gradients(paper, in);
+  check_gradients(unscaled, in);
+}
+
+TEST_CASE("variants: additive attention, vᵀ tanh(q + k) a head, matches loops; its v gets gradients") {
+  const inputs<heads> in;
+  const auto additive = make<nn::additive>("additive");
+  const auto& w = additive.v.value();
+  const auto& q = in.q.value();
+  const auto& k = in.k.value();
+  const score_rule bahdanau = [&](index_t b, index_t h, index_t i, index_t j, double) {
+    double s = 0;
+    for (index_t d = 0; d < d_k::extent; ++d) s += w(h, d) * std::tanh(q(b, h, i, d) + k(b, h, j, d));
+    return s;
+  };
+  CHECK(largest_difference(attend(additive, in).value(), reference(in, bahdanau, everywhere)) < 1e-12);
+  check_gradients(additive, in, {test::target("additive.v", additive.v)});
+}
+
+TEST_CASE("variants: restricted self-attention sees |i - j| <= r/2, composes with the causal mask, not in cross-attention") {
+  const auto restricted = make<nn::restricted>("restricted:3");
+  CHECK(restricted.r == 3);
+  const auto near = [](index_t i, index_t j) { return std::abs(i - j) <= 1; };
+  const inputs<heads> open, causal(true);
+  CHECK(largest_difference(attend(restricted, open).value(), reference(open, scaled, near)) < 1e-12);
+  CHECK(largest_difference(attend(restricted, causal).value(), reference(causal, scaled, near)) < 1e-12);
+  // Incremental decoding's query at position 3 sees keys 2 … 4.
+  const auto shifted = [](index_t i, index_t j) { return std::abs(i + 3 - j) <= 1; };
+  CHECK(largest_difference(attend(restricted, open, nn::attention_kind::decoder_self, 3).value(),
+                           reference(open, scaled, shifted)) < 1e-12);
+  const auto cross = make<nn::restricted>("restricted:3", nn::attention_kind::encoder_decoder);
+  CHECK(largest_difference(attend(cross, open, nn::attention_kind::encoder_decoder).value(),
+                           reference(open, scaled, everywhere)) < 1e-12);
+  check_gradients(restricted, causal);
+  CHECK_THROWS_WITH_AS(make<nn::restricted>("restricted"), doctest::Contains("restricted:N"), std::invalid_argument);
+  CHECK_THROWS_AS(make<nn::restricted>("restricted:-2"), std::invalid_argument);
+}
+
+TEST_CASE("variants: grouped-query and multi-query heads share keys and values as in loops") {
+  const inputs<kv2> grouped;
+  const inputs<kv1> single;
+  const nn::grouped_query<double, op_config, cpu, 2> gqa{};
+  const auto mqa = make<nn::multi_query>("mqa");
+  CHECK(largest_difference(attend(gqa, grouped).value(), reference(grouped, scaled, everywhere)) < 1e-12);
+  CHECK(largest_difference(attend(mqa, single).value(), reference(single, scaled, everywhere)) < 1e-12);
+  check_gradients(gqa, grouped);
+  check_gradients(mqa, single);
+  // Grouping composes with another variant's scores: grouped-query ALiBi.
+  using gqa_alibi = nn::grouped_query<double, op_config, cpu, 2, nn::alibi>;
+  random_stream init(1);
+  const auto both = nn::make_variant<gqa_alibi>(init, nn::attention_kind::encoder_self, nn::variant_spec::parse("gqa"));
+  const score_rule biased = [](index_t, index_t h, index_t i, index_t j, double dot) {
+    return dot / std::sqrt(3.0) - std::exp2(-8.0 * double(h + 1) / 4) * double(std::abs(i - j));
+  };
+  CHECK(largest_difference(attend(both, grouped).value(), reference(grouped, biased, everywhere)) < 1e-12);
+}
+
+TEST_CASE("variants: ALiBi biases head h by -m_h |i - j|; learned slopes get gradients, fixed ones are constants") {
+  const inputs<heads> in, causal(true);
+  const auto fixed = make<nn::alibi>("alibi");
+  const auto learned = make<nn::alibi>("alibi:learned");
+  for (index_t h = 0; h < heads::extent; ++h) CHECK(fixed.slopes.value()(h) == std::exp2(-2.0 * double(h + 1)));
+  const auto bias_from = [](index_t first) {
+    return score_rule([first](index_t, index_t h, index_t i, index_t j, double dot) {
+      return dot / std::sqrt(3.0) - std::exp2(-2.0 * double(h + 1)) * double(std::abs(i + first - j));
+    });
+  };
+  CHECK(largest_difference(attend(fixed, in).value(), reference(in, bias_from(0), everywhere)) < 1e-12);
+  CHECK(largest_difference(attend(fixed, causal, nn::attention_kind::decoder_self, 2).value(),
+                           reference(causal, bias_from(2), everywhere)) < 1e-12);
+  const auto cross = make<nn::alibi>("alibi", nn::attention_kind::encoder_decoder);
+  CHECK(largest_difference(attend(cross, in, nn::attention_kind::encoder_decoder).value(),
+                           reference(in, scaled, everywhere)) < 1e-12);
+  check_gradients(learned, causal, {test::target("alibi.slopes", learned.slopes)}, nn::attention_kind::decoder_self, 1);
+
+  grad::parameter_list<double> fixed_list, learned_list;
+  auto fixed_copy = fixed;
+  auto learned_copy = learned;
+  fixed_copy.collect(fixed_list);
+  learned_copy.collect(learned_list);
+  CHECK(fixed_list.count() == 0);  // nothing for Adam to move, nothing in a checkpoint
+  CHECK(learned_list.count() == heads::extent);
+  CHECK_THROWS_AS(make<nn::alibi>("alibi:sometimes"), std::invalid_argument);
+}
+
+namespace {
+template <class T, class C, class D>
+using shipped = nn::one_of<T, C, D, nn::scaled_dot_product, nn::dot_product, nn::additive, nn::restricted, nn::alibi>;
+}
+
+TEST_CASE("variants: one_of chooses by name at run time and computes what the chosen variant does") {
+  const inputs<heads> in(true);
+  for (const std::string spec : {"", "scaled", "unscaled", "additive", "restricted:3", "alibi:learned"}) {
+    INFO(spec);
+    const auto chosen = make<shipped>(spec);
+    CHECK(chosen.name() == (spec.empty() ? "scaled" : nn::variant_spec::parse(spec).name));
+    const auto direct = std::visit(
+        [&](const auto& v) { return attend(v, in, nn::attention_kind::decoder_self, 1).value(); }, chosen.chosen);
+    CHECK(largest_difference(attend(chosen, in, nn::attention_kind::decoder_self, 1).value(), direct) == 0);
+  }
+  CHECK_THROWS_WITH_AS(make<shipped>("sparse"), doctest::Contains("scaled, unscaled, additive, restricted, alibi"),
+                       std::invalid_argument);
+  // A model built for one variant refuses another's name (a checkpoint's variant must be the model's).
+  CHECK_THROWS_WITH_AS(make<nn::alibi>("additive"), doctest::Contains("attention is 'alibi'"), std::invalid_argument);
+}
+
+TEST_CASE_TEMPLATE("variants: a model with each variant passes gradient checks through its loss", C,
+                   test::micro_unscaled, test::micro_additive, test::micro_restricted, test::micro_mqa,
+                   test::micro_alibi) {
+  nn::transformer<double, C> model(11, 3, 0, nn::defaults<C>());
+  const auto source = test::tokens<nn::src>(2, 4, {3, 4, 5, 2, 6, 7, 2, 0});
+  const auto target = test::tokens<nn::tgt>(2, 4, {1, 3, 4, 5, 1, 6, 7, 0});
+  const auto r = [&] {
+    const auto logits = model(nn::context{}, source, target);
+    return test::random_like(logits);
+  }();
+  auto loss_of = [&](grad::tape* t) { return test::weighted_sum(t, model(nn::context{t}, source, target), r); };
+  auto list = model.parameters();
+  const auto report = test::check_gradients(loss_of, test::targets(list), 6);
+  INFO(report.where);
+  CHECK(report.worst < 1e-6);
+}
+
+TEST_CASE("variants: the multi-query model's key and value projections are one head wide") {
+  nn::transformer<double, test::micro_mqa> model(11);
+  nn::transformer<double, test::micro> paper(11);
+  const auto& layer = model.encoder_stack().layers[0].self_attention;
+  CHECK(layer.key.weight.value().extents()[1] == test::micro::d_k::extent);
+  CHECK(layer.value.weight.value().extents()[1] == test::micro::d_v::extent);
+  CHECK(paper.parameters().count() - model.parameters().count() ==
+        3 * 2 * (test::micro::d_model::extent + 1) * (test::micro::d_k::extent + test::micro::d_v::extent));
+}
+
+// A variant defined outside the library, as a user would: scores soft-capped by c·tanh(s / c)
+// (as in Gemma 2), c a learned scalar a head. Nothing in include/attn knows it.
+namespace {
+template <class T, class C, class Device>
+struct soft_capped {
+  static constexpr std::string_view name = "soft-capped";
+  grad::parameter<nn::parameter_t<T>, shape<typename C::heads>, Device> cap{extents<shape<typename C::heads>>()};
+
+  soft_capped(random_stream&, nn::attention_kind, const nn::variant_spec&) { nn::constant(cap, nn::parameter_t<T>(5)); }
+  auto modification_inputs(const nn::context& ctx) const {
+    return std::tuple{grad::cast<nn::activation_t<T>>(ctx.tape, cap)};
+  }
+  template <class S, class Cap>
+  auto modify(const S& s, index_t, const Cap& c) const {
+    const auto limit = broadcast_like(c, s);
+    return limit * tanh(s / limit);
+  }
+  void collect(grad::parameter_list<nn::parameter_t<T>, Device>& list) { list.add("cap", cap); }
+};
+
+struct micro_capped : test::micro {
+  template <class T, class C, class D>
+  using attention = soft_capped<T, C, D>;
+};
+}  // namespace
+
+TEST_CASE("variants: a variant written in a test passes gradient checks and trains through nn") {
+  nn::transformer<double, micro_capped> model(11, 3);
+  auto list = model.parameters();
+  CHECK(list.count() == nn::transformer<double, test::micro>(11, 3).parameters().count() + 3 * 2 * 2);
+  const auto source = test::tokens<nn::src>(2, 4, {3, 4, 5, 2, 6, 7, 8, 2});
+  const auto target = test::tokens<nn::tgt>(2, 4, {1, 3, 4, 5, 1, 6, 7, 8});
+  const auto next = test::tokens<nn::tgt>(2, 4, {3, 4, 5, 2, 6, 7, 8, 2});
+  const auto r = test::random_like(model(nn::context{}, source, target));
+  auto weighted = [&](grad::tape* t) { return test::weighted_sum(t, model(nn::context{t}, source, target), r); };
+  const auto report = test::check_gradients(weighted, test::targets(list), 6);
+  INFO(report.where);
+  CHECK(report.worst < 1e-6);
+
+  // Adam on the cross-entropy of a copy task: the loss falls, and the caps moved.
+  train::adam<double> adam(list);
+  const auto caps_before = to_host(model.encoder_stack().layers[0].self_attention.variant.cap.value());
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    list.zero_grad();
+    grad::tape t;
+    const auto result = train::cross_entropy(&t, model(nn::context{&t}, source, target), next, 0.0, nn::token{0});
+    grad::backward(t, result.loss);
+    last = result.loss.value().data()[0];
+    if (step == 0) first = last;
+    adam.step(1e-2);
+  }
+  CHECK(last < 0.5 * first);
+  CHECK(to_host(model.encoder_stack().layers[0].self_attention.variant.cap.value())(0) != caps_before(0));
+}
