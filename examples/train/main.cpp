@@ -127,7 +127,11 @@ const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper)
   hyper = preset_hyperparameters(o.preset);
   if (o.layers) hyper.layers = o.layers;
   if (o.dropout >= 0) hyper.dropout = o.dropout;
-  if (!o.positions.empty()) hyper.positions = o.positions == "learned" ? nn::positional::learned : nn::positional::sinusoidal;
+  if (!o.positions.empty())
+    hyper.positions = o.positions == "learned" ? nn::positional::learned
+                      : o.positions == "none"  ? nn::positional::none
+                                               : nn::positional::sinusoidal;
+  hyper.attention = o.attention;
   if (hyper.positions == nn::positional::learned && o.max_length + 1 > nn::default_max_positions)
     throw std::runtime_error("--positions learned holds " + std::to_string(nn::default_max_positions) +
                              " positions; lower --max-length to fit");

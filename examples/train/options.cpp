@@ -1,6 +1,8 @@
 // attn-train's command line (CLI11).
 #include "options.hpp"
 
+#include "../common/variant_names.hpp"
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
@@ -53,8 +55,15 @@ options parse(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99))
       ->group(model);
-  app.add_option("--positions", o.positions, "sinusoidal or learned (Table 3, row E)")
-      ->check(CLI::IsMember({"sinusoidal", "learned"}))
+  app.add_option("--positions", o.positions, "sinusoidal, learned (Table 3, row E) or none (for alibi)")
+      ->check(CLI::IsMember({"sinusoidal", "learned", "none"}))
+      ->group(model);
+  app.add_option("--attention", o.attention,
+                 "attention variant NAME[:ARG]: " + std::string(examples::variant_help) +
+                     ". Every compiled preset has them all; multi-query and grouped-query attention are in the "
+                     "library (docs/variants.md) but not compiled into this program")
+      ->capture_default_str()
+      ->check([](const std::string& spec) { return examples::unknown_variant(spec); })
       ->group(model);
 
   auto* optimisation = "Optimisation";

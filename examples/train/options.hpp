@@ -23,7 +23,8 @@ struct options {
   int d_model = 0, d_ff = 0, heads = 0, d_k = 0, d_v = 0, layers = 0;  // 0: the preset's
   double dropout = -1;                                                // < 0: the preset's
   double label_smoothing = 0.1;
-  std::string positions;  // "sinusoidal" or "learned"; empty: the preset's
+  std::string positions;  // "sinusoidal", "learned" or "none"; empty: the preset's
+  std::string attention = "scaled";  // the attention variant, NAME[:ARG] (examples/common/variants.hpp)
 
   // Optimisation (§5.2, §5.3).
   long batch_tokens = 25000;  // padded tokens a side per batch; the paper's value, meant for GPUs

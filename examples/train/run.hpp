@@ -22,6 +22,7 @@
 #include <attn/train/loss.hpp>
 
 #include "../common/device.hpp"
+#include "../common/variants.hpp"
 #include "checkpoints.hpp"
 #include "report.hpp"
 #include "session.hpp"
@@ -76,7 +77,7 @@ int run(session& s) {
   const auto bos = static_cast<nn::token>(text::subword_model::bos_id);
   const auto eos = static_cast<nn::token>(text::subword_model::eos_id);
 
-  nn::transformer<T, C, Device> model(s.vocabulary.size(), o.seed, pad, s.hyper);
+  nn::transformer<T, examples::with_variants<C>, Device> model(s.vocabulary.size(), o.seed, pad, s.hyper);
   auto parameters = model.parameters();
   train::adam<T, Device> optimizer(parameters);
   train::gradient_buckets<T, Device> buckets(parameters);
@@ -98,9 +99,9 @@ int run(session& s) {
   }
 
   if (s.leader()) {
-    std::fprintf(stderr, "model %s: %s, N %d, P_drop %.2f, %s positions, eps_ls %.2f: %lld parameters\n",
+    std::fprintf(stderr, "model %s: %s, N %d, P_drop %.2f, %s positions, %s attention, eps_ls %.2f: %lld parameters\n",
                  s.model_name.c_str(), widths.to_string().c_str(), s.hyper.layers, s.hyper.dropout,
-                 s.hyper.positions == nn::positional::learned ? "learned" : "sinusoidal", o.label_smoothing,
+                 std::string(nn::to_string(s.hyper.positions)).c_str(), s.hyper.attention.c_str(), o.label_smoothing,
                  static_cast<long long>(parameters.count()));
     std::fprintf(stderr, "training on %zu pairs in %zu batches of <= %ld tokens a side, %d process(es) x %d batch(es) a step\n",
                  s.train_examples.size(), s.train_batches.size(), o.batch_tokens, ranks, o.accumulate);

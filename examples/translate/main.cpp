@@ -12,6 +12,7 @@
 #include <attn/text/utf8.hpp>
 #include <attn/train/checkpoint.hpp>
 
+#include "../common/variant_names.hpp"
 #include "job.hpp"
 #include "output.hpp"
 
@@ -238,9 +239,17 @@ int run(options o) {
   j.hyper.layers = count_of(j.weights, "model.layers");
   j.hyper.dropout = 0.0;
   const std::string& positions = j.weights.metadata("model.positions");
-  if (positions != "sinusoidal" && positions != "learned")
+  if (positions != "sinusoidal" && positions != "learned" && positions != "none")
     throw train::safetensors::format_error(files.front(), "model.positions is '" + positions + "'");
-  j.hyper.positions = positions == "learned" ? nn::positional::learned : nn::positional::sinusoidal;
+  j.hyper.positions = positions == "learned" ? nn::positional::learned
+                      : positions == "none"  ? nn::positional::none
+                                             : nn::positional::sinusoidal;
+  // The attention variant the model was trained with (checkpoints before variants: the paper's).
+  const auto variant = j.weights.description.find("model.attention");
+  j.hyper.attention = variant == j.weights.description.end() ? "scaled" : variant->second;
+  if (const auto why = examples::unknown_variant(j.hyper.attention); !why.empty())
+    throw std::runtime_error(files.front().string() + " was trained with attention '" + j.hyper.attention +
+                             "', which this attn-translate is not compiled for: " + why);
 
   for (const auto& m : translator::compiled_models()) {
     if (m.widths == widths) {

@@ -21,6 +21,7 @@
 #include <attn/text/chrf.hpp>
 #include <nlohmann/json.hpp>
 
+#include "../common/variants.hpp"
 #include "heatmap.hpp"
 #include "job.hpp"
 #include "output.hpp"
@@ -124,7 +125,8 @@ int translate(job& j) {
   using detail::token;
   const auto& o = j.opts;
   const auto start = std::chrono::steady_clock::now();
-  nn::transformer<float, C, Device> model(j.vocabulary.size(), 1, text::subword_model::pad_id, j.hyper);
+  nn::transformer<float, examples::with_variants<C>, Device> model(j.vocabulary.size(), 1,
+                                                                   text::subword_model::pad_id, j.hyper);
   {
     auto parameters = model.parameters();
     train::load_averaged(j.weights, parameters);

@@ -1,6 +1,7 @@
 // Devices: plain tags, each with a memory policy and an executor that lowers expressions for it.
 #pragma once
 
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdlib>
@@ -104,6 +105,28 @@ class host_block_cache {
   std::multimap<std::size_t, void*> free_;  // by size, for best fit
   std::size_t cached_ = 0;
 };
+/// Bytes of live host tensors and their peak since the last reset: what a benchmark reports as
+/// a computation's memory (counted in the blocks' size classes, as they are taken).
+class host_usage {
+ public:
+  static host_usage& instance() {
+    static host_usage* usage = new host_usage;
+    return *usage;
+  }
+  void add(std::size_t bytes) {
+    const std::size_t now = used_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::size_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void remove(std::size_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  std::size_t used() const { return used_.load(std::memory_order_relaxed); }
+  std::size_t peak() const { return peak_.load(std::memory_order_relaxed); }
+  void reset_peak() { peak_.store(used(), std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::size_t> used_{0}, peak_{0};
+};
 }  // namespace detail
 
 template <>
@@ -126,6 +149,7 @@ struct memory<cpu> {
     if (block == nullptr) block = std::aligned_alloc(alignment, total);
     if (block == nullptr) throw std::bad_alloc();
     *static_cast<std::size_t*>(block) = total;
+    detail::host_usage::instance().add(total);
     return static_cast<char*>(block) + alignment;
   }
 
@@ -133,8 +157,14 @@ struct memory<cpu> {
     if (p == nullptr) return;
     void* block = static_cast<char*>(p) - alignment;
     const std::size_t total = *static_cast<std::size_t*>(block);
+    detail::host_usage::instance().remove(total);
     if (!detail::host_block_cache::instance().give(block, total)) std::free(block);
   }
+
+  /// Bytes held by live tensors now, and at most since reset_peak().
+  static std::size_t used_bytes() { return detail::host_usage::instance().used(); }
+  static std::size_t peak_bytes() { return detail::host_usage::instance().peak(); }
+  static void reset_peak() { detail::host_usage::instance().reset_peak(); }
 
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes != 0) std::memcpy(dst, src, bytes);

@@ -17,6 +17,10 @@ enum class norm_placement { post, pre };
 /// variant that puts positions into attention's scores, such as ALiBi).
 enum class positional { sinusoidal, learned, none };
 
+inline std::string_view to_string(positional p) {
+  return p == positional::learned ? "learned" : p == positional::none ? "none" : "sinusoidal";
+}
+
 /// The widths of a model as dimensions: d_model, d_ff, h heads of d_k (queries, keys) and
 /// d_v (values). heads·d_k need not equal d_model (Table 3, rows A and B).
 template <index_t DModel, index_t DFF, index_t Heads, index_t DK, index_t DV>
