@@ -6,10 +6,12 @@
 //   python3 bench/attention_exponents.py attention.json --charts docs/images
 #include <attn/attn.hpp>
 
+#include "../examples/variant/soft_capped.hpp"
 #include "attention_cases.hpp"
 
 int main(int argc, char** argv) {
   attn_bench::register_variants<attn::cpu>("cpu");
+  attn_bench::register_variant<attn::cpu, soft_capped>("cpu", "soft-capped");  // a variant of your own
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("threads", std::to_string(attn_bench::threads()));

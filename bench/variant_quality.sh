@@ -10,6 +10,7 @@
 #                  (default: "scaled unscaled additive restricted:9 alibi+none alibi:learned+none")
 #   ATTN_THREADS   threads (default: every core)
 #   ATTN_RUNS      where the runs go (default runs/variants)
+#   ATTN_BUILD     the build directory with the programs (default build)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -17,12 +18,13 @@ steps=${ATTN_STEPS:-1500}
 variants=${ATTN_VARIANTS:-"scaled unscaled additive restricted:9 alibi+none alibi:learned+none"}
 threads=${ATTN_THREADS:-$(nproc)}
 runs=${ATTN_RUNS:-runs/variants}
+build=${ATTN_BUILD:-build}
 
-if [[ ! -x build/examples/attn-train || ! -f data/bible/train.en ]]; then
-  echo "build/ or data/bible/ is missing: run scripts/main.sh once first (ATTN_MINUTES=1 is enough)" >&2
+if [[ ! -d $build/meson-private || ! -f data/bible/train.en ]]; then
+  echo "$build/ or data/bible/ is missing: run scripts/main.sh once first (ATTN_MINUTES=1 is enough)" >&2
   exit 1
 fi
-meson compile -C build attn-train attn-average attn-translate >/dev/null
+meson compile -C "$build" attn-train attn-average attn-translate >/dev/null
 mkdir -p "$runs"
 table="$runs/table.md"
 
@@ -37,16 +39,19 @@ for variant in $variants; do
   fi
   rm -rf "$run"
   echo "=== $variant: $steps steps, $positions positions"
-  build/examples/attn-train \
+  vocab=()  # one BPE vocabulary for all: the first run trains it
+  [[ -f $runs/vocab.model ]] && vocab=(--vocab "$runs/vocab.model")
+  "$build"/examples/attn-train \
     --src data/bible/train.en --tgt data/bible/train.es \
     --valid-src data/bible/valid.en --valid-tgt data/bible/valid.es \
-    --config tiny --vocab-size 4000 --max-length 128 --batch-tokens 2000 --warmup 800 \
+    "${vocab[@]}" --config tiny --vocab-size 4000 --max-length 128 --batch-tokens 2000 --warmup 800 \
     --attention "$spec" --positions "$positions" --max-steps "$steps" \
     --valid-every "$steps" --save-every 100 --log-every 250 --threads "$threads" --out "$run"
-  build/examples/attn-average --run "$run" --last 5
+  [[ -f $runs/vocab.model ]] || cp "$run/vocab.model" "$runs/vocab.model"
+  "$build"/examples/attn-average --run "$run" --last 5
   for search in greedy beam4; do
     if [[ $search == greedy ]]; then flags=(--greedy); else flags=(--beam 4 --alpha 0.6); fi
-    build/examples/attn-translate --checkpoint "$run/averaged.safetensors" --vocab "$run/vocab.model" \
+    "$build"/examples/attn-translate --checkpoint "$run/averaged.safetensors" --vocab "$run/vocab.model" \
       --input data/bible/test.en --bleu data/bible/test.es "${flags[@]}" --threads "$threads" --quiet \
       --output "$run/test.$search.es" --scores "$run/test.$search.json"
   done

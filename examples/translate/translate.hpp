@@ -120,13 +120,13 @@ void draw_attention(const job& j, const nn::transformer<float, C, Device>& model
 
 /// Translates (or scores) on Device; a backend header (attn/cpu.hpp or attn/cuda/cuda.cuh) is
 /// included before this one.
-template <class C, class Device>
+template <class Widths, class Device>
 int translate(job& j) {
+  using C = examples::with_variants<Widths>;  // the checkpoint's attention, chosen at run time
   using detail::token;
   const auto& o = j.opts;
   const auto start = std::chrono::steady_clock::now();
-  nn::transformer<float, examples::with_variants<C>, Device> model(j.vocabulary.size(), 1,
-                                                                   text::subword_model::pad_id, j.hyper);
+  nn::transformer<float, C, Device> model(j.vocabulary.size(), 1, text::subword_model::pad_id, j.hyper);
   {
     auto parameters = model.parameters();
     train::load_averaged(j.weights, parameters);

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "../grad/gradcheck.hpp"
+#include "../../../examples/variant/soft_capped.hpp"
 #include "micro.hpp"
 
 namespace {
@@ -257,33 +258,22 @@ TEST_CASE("variants: the multi-query model's key and value projections are one h
         3 * 2 * (test::micro::d_model::extent + 1) * (test::micro::d_k::extent + test::micro::d_v::extent));
 }
 
-// A variant defined outside the library, as a user would: scores soft-capped by c·tanh(s / c)
-// (as in Gemma 2), c a learned scalar a head. Nothing in include/attn knows it.
+// A variant defined outside the library, as a user would (examples/variant/soft_capped.hpp):
+// scores soft-capped by c·tanh(s / c), c a learned scalar a head. Nothing in include/attn knows it.
 namespace {
-template <class T, class C, class Device>
-struct soft_capped {
-  static constexpr std::string_view name = "soft-capped";
-  grad::parameter<nn::parameter_t<T>, shape<typename C::heads>, Device> cap{extents<shape<typename C::heads>>()};
-
-  soft_capped(random_stream&, nn::attention_kind, const nn::variant_spec&) { nn::constant(cap, nn::parameter_t<T>(5)); }
-  auto modification_inputs(const nn::context& ctx) const {
-    return std::tuple{grad::cast<nn::activation_t<T>>(ctx.tape, cap)};
-  }
-  template <class S, class Cap>
-  auto modify(const S& s, index_t, const Cap& c) const {
-    const auto limit = broadcast_like(c, s);
-    return limit * tanh(s / limit);
-  }
-  void collect(grad::parameter_list<nn::parameter_t<T>, Device>& list) { list.add("cap", cap); }
-};
-
 struct micro_capped : test::micro {
   template <class T, class C, class D>
   using attention = soft_capped<T, C, D>;
 };
 }  // namespace
 
-TEST_CASE("variants: a variant written in a test passes gradient checks and trains through nn") {
+TEST_CASE("variants: a variant of your own passes the gradient check of the shipped ones") {
+  const inputs<heads> in(true);
+  const auto capped = make<soft_capped>("soft-capped");
+  check_gradients(capped, in, {test::target("cap", capped.cap)}, nn::attention_kind::decoder_self);
+}
+
+TEST_CASE("variants: a variant written outside the library trains a whole model through nn") {
   nn::transformer<double, micro_capped> model(11, 3);
   auto list = model.parameters();
   CHECK(list.count() == nn::transformer<double, test::micro>(11, 3).parameters().count() + 3 * 2 * 2);
