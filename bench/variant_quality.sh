@@ -6,6 +6,7 @@
 # variants run at different speeds, and a step budget does not depend on what else the machine
 # is doing. Settings through the environment:
 #   ATTN_STEPS     steps a variant (default 1500)
+#   ATTN_WARMUP    warmup_steps of eq. (3) (default: half the steps)
 #   ATTN_VARIANTS  space-separated "NAME[:ARG][+none]" (+none: no positional encoding)
 #                  (default: "scaled unscaled additive restricted:9 alibi+none alibi:learned+none")
 #   ATTN_THREADS   threads (default: every core)
@@ -15,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 steps=${ATTN_STEPS:-1500}
+warmup=${ATTN_WARMUP:-$((steps / 2))}
 variants=${ATTN_VARIANTS:-"scaled unscaled additive restricted:9 alibi+none alibi:learned+none"}
 threads=${ATTN_THREADS:-$(nproc)}
 runs=${ATTN_RUNS:-runs/variants}
@@ -44,7 +46,7 @@ for variant in $variants; do
   "$build"/examples/attn-train \
     --src data/bible/train.en --tgt data/bible/train.es \
     --valid-src data/bible/valid.en --valid-tgt data/bible/valid.es \
-    "${vocab[@]}" --config tiny --vocab-size 4000 --max-length 128 --batch-tokens 2000 --warmup 800 \
+    "${vocab[@]}" --config tiny --vocab-size 4000 --max-length 128 --batch-tokens 2000 --warmup "$warmup" \
     --attention "$spec" --positions "$positions" --max-steps "$steps" \
     --valid-every "$steps" --save-every 100 --log-every 250 --threads "$threads" --out "$run"
   [[ -f $runs/vocab.model ]] || cp "$run/vocab.model" "$runs/vocab.model"
@@ -57,11 +59,12 @@ for variant in $variants; do
   done
 done
 
-python3 - "$runs" "$steps" $variants <<'PY' | tee "$table"
+python3 - "$runs" "$steps" "$warmup" $variants <<'PY' | tee "$table"
 import json, sys
 from pathlib import Path
-runs, steps, variants = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
-print(f"tiny preset (d_model 128, h 4, N 2), {steps} steps of 2000-token batches, last 5 checkpoints averaged")
+runs, steps, warmup, variants = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+print(f"tiny preset (d_model 128, h 4, N 2), {steps} steps of 2000-token batches (warmup {warmup}), "
+      "last 5 checkpoints averaged")
 print()
 print("| attention | positions | valid perplexity | BLEU greedy | BLEU beam 4 | train tokens/s |")
 print("|---|---|---|---|---|---|")
