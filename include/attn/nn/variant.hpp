@@ -210,9 +210,10 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const bool rules = detail::applies(variant);
 
     using S = typename decltype(scores)::tensor_type;
-    const auto inputs = detail::modification_inputs(variant, ctx);
-    if constexpr (detail::can_modify<V, S, std::remove_const_t<decltype(inputs)>>) {
-      if (rules) {
+    using inputs_type = decltype(detail::modification_inputs(variant, ctx));
+    if constexpr (detail::can_modify<V, S, inputs_type>) {
+      if (rules) {  // the inputs (a parameter's cast, a constant's copy) only when they are read
+        const auto inputs = detail::modification_inputs(variant, ctx);
         const V* policy = &variant;  // outlives the tape: the variant is a module's member
         auto modified = std::apply(
             [&](const auto&... in) {
