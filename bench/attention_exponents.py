@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Exponents of time and memory in n for each attention variant, beside Table 1.
 
-Reads bench_attention's JSON (--benchmark_out=FILE --benchmark_out_format=json), fits
+Reads bench_attention's JSON (--benchmark_out=FILE --benchmark_out_format=json; with
+--benchmark_repetitions=K the median time of the K is taken), fits
 log(time) and log(peak bytes) against log(n) by least squares over the largest n measured (the
 three largest, where the n^2 term dominates the projections' n*d^2), and prints a Markdown table
 beside the paper's Table 1 (complexity per layer). With --charts DIR it also draws, with gnuplot
@@ -33,13 +34,18 @@ def table1(spec):
 def load(path):
     with open(path) as f:
         report = json.load(f)
-    series = defaultdict(dict)  # (device, spec, width, mode) -> {n: (ms, bytes)}
+    runs = defaultdict(list)  # (device, spec, width, mode, n) -> [(ms, bytes)], one a repetition
     for b in report["benchmarks"]:
         if b.get("run_type") == "aggregate" or not b["name"].startswith("attention/"):
             continue
         _, device, spec, width, mode, n = b["name"].split("/")[:6]
         scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
-        series[(device, spec, int(width[1:]), mode)][int(n)] = (b["real_time"] * scale, b.get("bytes_peak"))
+        runs[(device, spec, int(width[1:]), mode, int(n))].append((b["real_time"] * scale, b.get("bytes_peak")))
+    series = defaultdict(dict)  # (device, spec, width, mode) -> {n: (median ms, peak bytes)}
+    for (device, spec, width, mode, n), measured in runs.items():
+        times = sorted(t for t, _ in measured)
+        peaks = [p for _, p in measured if p]
+        series[(device, spec, width, mode)][n] = (times[len(times) // 2], max(peaks) if peaks else None)
     return report.get("context", {}), series
 
 

@@ -4,7 +4,8 @@
 # same number of steps, averages the last 5 checkpoints, and prints validation perplexity and
 # test BLEU, greedy and beam 4, as a Markdown table. Steps, not minutes, are the budget: the
 # variants run at different speeds, and a step budget does not depend on what else the machine
-# is doing. Settings through the environment:
+# is doing. Run again after a stop: finished variants are skipped, a stopped one resumes from its
+# newest checkpoint. Settings through the environment:
 #   ATTN_STEPS     steps a variant (default 1500)
 #   ATTN_WARMUP    warmup_steps of eq. (3) (default: half the steps)
 #   ATTN_VARIANTS  space-separated "NAME[:ARG][+none]" (+none: no positional encoding)
@@ -39,18 +40,26 @@ for variant in $variants; do
     echo "=== $variant: done before ($run)"
     continue
   fi
-  rm -rf "$run"
-  echo "=== $variant: $steps steps, $positions positions"
-  vocab=()  # one BPE vocabulary for all: the first run trains it
-  [[ -f $runs/vocab.model ]] && vocab=(--vocab "$runs/vocab.model")
-  "$build"/examples/attn-train \
-    --src data/bible/train.en --tgt data/bible/train.es \
-    --valid-src data/bible/valid.en --valid-tgt data/bible/valid.es \
-    "${vocab[@]}" --config tiny --vocab-size 4000 --max-length 128 --batch-tokens 2000 --warmup "$warmup" \
-    --attention "$spec" --positions "$positions" --max-steps "$steps" \
-    --valid-every "$steps" --save-every 100 --log-every 250 --threads "$threads" --out "$run"
-  [[ -f $runs/vocab.model ]] || cp "$run/vocab.model" "$runs/vocab.model"
-  "$build"/examples/attn-average --run "$run" --last 5
+  if [[ ! -f $run/averaged.safetensors ]]; then
+    resume=()
+    if compgen -G "$run/checkpoint-*.safetensors" >/dev/null; then
+      resume=(--resume)  # a run stopped (Ctrl-C, the end of a session) goes on where it stopped
+      echo "=== $variant: resuming $run"
+    else
+      rm -rf "$run"
+      echo "=== $variant: $steps steps, $positions positions"
+    fi
+    vocab=()  # one BPE vocabulary for all: the first run trains it
+    [[ -f $runs/vocab.model ]] && vocab=(--vocab "$runs/vocab.model")
+    "$build"/examples/attn-train \
+      --src data/bible/train.en --tgt data/bible/train.es \
+      --valid-src data/bible/valid.en --valid-tgt data/bible/valid.es \
+      "${vocab[@]}" --config tiny --vocab-size 4000 --max-length 128 --batch-tokens 2000 --warmup "$warmup" \
+      --attention "$spec" --positions "$positions" --max-steps "$steps" \
+      --valid-every "$steps" --save-every 100 --log-every 250 --threads "$threads" --out "$run" "${resume[@]}"
+    [[ -f $runs/vocab.model ]] || cp "$run/vocab.model" "$runs/vocab.model"
+    "$build"/examples/attn-average --run "$run" --last 5
+  fi
   for search in greedy beam4; do
     if [[ $search == greedy ]]; then flags=(--greedy); else flags=(--beam 4 --alpha 0.6); fi
     "$build"/examples/attn-translate --checkpoint "$run/averaged.safetensors" --vocab "$run/vocab.model" \
@@ -73,7 +82,10 @@ for variant in variants:
     records = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     valid = [r for r in records if r["kind"] == "valid"][-1]
     train = [r for r in records if r["kind"] == "train"]
-    tokens = sum(r["tokens"] for r in train) / train[-1]["elapsed_s"]
+    # elapsed_s restarts at 0 when a run resumes: add up the time of each stretch
+    seconds = sum(b["elapsed_s"] - a["elapsed_s"] if b["elapsed_s"] > a["elapsed_s"] else b["elapsed_s"]
+                  for a, b in zip([{"elapsed_s": 0.0}] + train, train))
+    tokens = sum(r["tokens"] for r in train) / seconds
     greedy = json.loads((run / "test.greedy.json").read_text())
     beam = json.loads((run / "test.beam4.json").read_text())
     spec, _, none = variant.partition("+")
