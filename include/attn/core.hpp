@@ -6,6 +6,7 @@
 #include "core/dim.hpp"
 #include "core/error.hpp"
 #include "core/extents.hpp"
+#include "core/fused_attention.hpp"
 #include "core/meta.hpp"
 #include "core/primitives.hpp"
 #include "core/random.hpp"

@@ -5,6 +5,7 @@
 #include "cpu/contract.hpp"
 #include "cpu/eigen.hpp"
 #include "cpu/evaluate.hpp"
+#include "cpu/fused_attention.hpp"
 #include "cpu/lowering.hpp"
 #include "cpu/reduce.hpp"
 #include "cpu/primitives.hpp"

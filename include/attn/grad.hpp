@@ -6,6 +6,7 @@
 #include "grad/dropout.hpp"
 #include "grad/elementwise.hpp"
 #include "grad/embedding.hpp"
+#include "grad/fused_attention.hpp"
 #include "grad/heads.hpp"
 #include "grad/layer_norm.hpp"
 #include "grad/linear.hpp"

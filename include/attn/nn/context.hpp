@@ -58,10 +58,16 @@ struct attention_record {
   }
 };
 
+/// How attention is computed: by the device's fused kernel where the variant allows it and
+/// products and a softmax elsewhere (automatic), or always one way (fused throws where it
+/// cannot be: a variant that scores or modifies scores in its own way, recorded weights).
+enum class attention_path { automatic, fused, unfused };
+
 struct context {
   grad::tape* tape = nullptr;             // record for backward(); null for inference
   random_stream* dropout = nullptr;       // dropout's numbers; null turns dropout off
   attention_record* attention = nullptr;  // keeps every attention's weights when set
+  attention_path path = attention_path::automatic;
 };
 
 /// Inference: no tape, no dropout; activations are freed as soon as they are used.

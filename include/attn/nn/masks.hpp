@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "../core/fused_attention.hpp"
 #include "../core/primitives.hpp"
 #include "../core/tensor.hpp"
 #include "dims.hpp"
@@ -14,6 +15,7 @@ namespace attn::nn {
 /// large enough that exp(score + bias − max) is exactly 0 in float and double.
 template <class T>
 inline constexpr T masked = T(-1e9);
+static_assert(masked<float> <= hidden_bias, "attn::nn: the fused kernel must see masked keys as hidden");
 
 /// Keys that are padding are hidden from every query: encoder self-attention and
 /// encoder-decoder attention. `queries` is the number of query positions.

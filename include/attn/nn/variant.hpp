@@ -25,6 +25,7 @@
 
 #include "../expr/iota.hpp"
 #include "../grad/heads.hpp"
+#include "../grad/fused_attention.hpp"
 #include "../grad/map.hpp"
 #include "../grad/product.hpp"
 #include "../grad/softmax.hpp"
@@ -188,7 +189,9 @@ V make_variant(random_stream& init, attention_kind kind, const variant_spec& spe
 
 /// softmax(score(Q, K) · scale + modification + mask) V with the variant's rules (eq. (1) for
 /// the paper's): q [B, H, Q, d_k], k [B, G, keys, d_k], v [B, G, keys, d_v] with G key/value
-/// heads, mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v].
+/// heads, mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v]. By the device's fused kernel
+/// (grad/fused_attention.hpp) when the variant is a dot product without a score modification and
+/// the context does not ask otherwise (context::path); else by products and a softmax.
 template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
 grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const V& variant, const context& ctx, const grad::variable<A, shape<B, H, Q, DK>, Device>& q,
@@ -197,6 +200,40 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
   if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query); }) {
     return variant.attend(ctx, q, k, v, mask, kind, first_query);  // a variant that chooses at run time
   } else {
+    const index_t d_k = q.extents().template extent<DK>();
+    A scale = A(1) / std::sqrt(A(d_k));
+    if constexpr (requires { V::template scale<A>(d_k); }) scale = V::template scale<A>(d_k);
+    const bool rules = detail::applies(variant);
+    std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
+    if constexpr (detail::has_mask_rule<V>) {
+      if (rules)
+        ruled.emplace(
+            where(variant.allowed(index_along<Q>(mask, A(first_query)), index_along<keys>(mask)), mask, masked<A>));
+    }
+    using S = tensor<A, shape<B, H, Q, keys>, Device>;
+    using inputs_type = decltype(detail::modification_inputs(variant, ctx));
+    const bool modifies = detail::can_modify<V, S, inputs_type> && rules;
+
+    // The tiled kernel when it can compute this attention: a dot product, no modification (yet),
+    // nobody asking for the weights.
+    using grouped_queries = decltype(detail::group_heads<G>(ctx.tape, q));
+    constexpr bool dot_product_family = !requires(const grouped_queries& gq) { variant.score(ctx, gq, k); };
+    const char* unfusable = !fused_attention<Device>::available ? "the device has no fused attention kernel"
+                            : !dot_product_family               ? "the variant scores with a function of its own"
+                            : modifies                          ? "the variant modifies scores"
+                            : ctx.attention != nullptr          ? "the attention weights are being recorded"
+                                                                : nullptr;
+    if (ctx.path == attention_path::fused && unfusable)
+      throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
+    if constexpr (fused_attention<Device>::available && dot_product_family) {
+      if (ctx.path != attention_path::unfused && !unfusable) {
+        // The mask, any rule folded in, says what each query sees; the kernel skips the key tiles
+        // it hides entirely (after the diagonal when causal, outside restricted attention's band).
+        return grad::fused_attention(ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale,
+                                     ruled ? &*ruled : &mask);
+      }
+    }
+
     auto grouped = detail::group_heads<G>(ctx.tape, q);
     auto scores = [&] {
       if constexpr (requires { variant.score(ctx, grouped, k); })
@@ -204,13 +241,8 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
       else
         return detail::ungroup_heads<H, Q>(ctx.tape, grad::product<DK>(ctx.tape, grouped, k));
     }();  // [B, H, Q, keys]
-    const index_t d_k = q.extents().template extent<DK>();
-    A scale = A(1) / std::sqrt(A(d_k));
-    if constexpr (requires { V::template scale<A>(d_k); }) scale = V::template scale<A>(d_k);
-    const bool rules = detail::applies(variant);
+    static_assert(std::is_same_v<typename decltype(scores)::tensor_type, S>);
 
-    using S = typename decltype(scores)::tensor_type;
-    using inputs_type = decltype(detail::modification_inputs(variant, ctx));
     if constexpr (detail::can_modify<V, S, inputs_type>) {
       if (rules) {  // the inputs (a parameter's cast, a constant's copy) only when they are read
         const auto inputs = detail::modification_inputs(variant, ctx);
@@ -231,12 +263,6 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
         scores = modified;
         scale = A(1);
       }
-    }
-    std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
-    if constexpr (detail::has_mask_rule<V>) {
-      if (rules)
-        ruled.emplace(
-            where(variant.allowed(index_along<Q>(mask, A(first_query)), index_along<keys>(mask)), mask, masked<A>));
     }
     auto weights = grad::softmax<keys>(ctx.tape, scores, scale, ruled ? *ruled : mask);  // rows sum to 1
     if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());

@@ -95,16 +95,24 @@ V<double, op_config, cpu> make(const std::string& spec, nn::attention_kind kind 
 
 template <class V, class G>
 auto attend(const V& variant, const inputs<G>& in, nn::attention_kind kind = nn::attention_kind::encoder_self,
-            index_t first_query = 0, grad::tape* t = nullptr) {
-  return nn::variant_attention(variant, nn::context{t}, in.q, in.k, in.v, in.mask, kind, first_query);
+            index_t first_query = 0, grad::tape* t = nullptr,
+            nn::attention_path path = nn::attention_path::automatic) {
+  return nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, in.q, in.k, in.v, in.mask, kind,
+                               first_query);
 }
+
+/// Both ways of computing attention: the fused kernel and products with a softmax.
+constexpr nn::attention_path both_paths[] = {nn::attention_path::fused, nn::attention_path::unfused};
 
 /// Finite-difference check of the variant's attention through every input and `extra` targets.
 template <class V, class G>
 void check_gradients(const V& variant, const inputs<G>& in, std::vector<test::gradient_target> extra = {},
-                     nn::attention_kind kind = nn::attention_kind::encoder_self, index_t first_query = 0) {
+                     nn::attention_kind kind = nn::attention_kind::encoder_self, index_t first_query = 0,
+                     nn::attention_path path = nn::attention_path::automatic) {
   const auto r = test::random_like(attend(variant, in, kind, first_query));
-  auto loss_of = [&](grad::tape* t) { return test::weighted_sum(t, attend(variant, in, kind, first_query, t), r); };
+  auto loss_of = [&](grad::tape* t) {
+    return test::weighted_sum(t, attend(variant, in, kind, first_query, t, path), r);
+  };
   std::vector<test::gradient_target> targets{test::target("q", in.q), test::target("k", in.k),
                                              test::target("v", in.v)};
   targets.insert(targets.end(), extra.begin(), extra.end());
@@ -118,15 +126,40 @@ void check_gradients(const V& variant, const inputs<G>& in, std::vector<test::gr
 TEST_CASE("variants: scaled (eq. 1) and unscaled dot-product attention match loops and pass gradient checks") {
   const inputs<heads> in;
   const auto paper = make<nn::scaled_dot_product>("");
-  CHECK(largest_difference(attend(paper, in).value(), reference(in, scaled, everywhere)) < 1e-12);
-  // The default path is the one the model always took: the same numbers as scaled_dot_product_attention.
-  CHECK(largest_difference(attend(paper, in).value(),
-                           nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
   const auto unscaled = make<nn::dot_product>("unscaled");
   const score_rule dot = [](index_t, index_t, index_t, index_t, double d) { return d; };
-  CHECK(largest_difference(attend(unscaled, in).value(), reference(in, dot, everywhere)) < 1e-12);
-  check_gradients(paper, in);
-  check_gradients(unscaled, in);
+  for (auto path : both_paths) {
+    CAPTURE(path);
+    CHECK(largest_difference(attend(paper, in, {}, 0, nullptr, path).value(), reference(in, scaled, everywhere)) <
+          1e-12);
+    CHECK(largest_difference(attend(unscaled, in, {}, 0, nullptr, path).value(), reference(in, dot, everywhere)) <
+          1e-12);
+    check_gradients(paper, in, {}, {}, 0, path);
+    check_gradients(unscaled, in, {}, {}, 0, path);
+  }
+  // The unfused path is the one the model took before the fused kernel: the same numbers as
+  // scaled_dot_product_attention; the fused kernel is the default.
+  CHECK(largest_difference(attend(paper, in, {}, 0, nullptr, nn::attention_path::unfused).value(),
+                           nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
+  CHECK(largest_difference(attend(paper, in).value(), attend(paper, in, {}, 0, nullptr, nn::attention_path::fused).value()) == 0);
+}
+
+TEST_CASE("variants: asking for the fused kernel where it cannot run says why") {
+  const inputs<heads> in;
+  const auto additive = make<nn::additive>("additive");
+  const auto alibi = make<nn::alibi>("alibi");
+  const auto fused = nn::attention_path::fused;
+  CHECK_THROWS_WITH_AS(attend(additive, in, {}, 0, nullptr, fused), doctest::Contains("scores with a function"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(attend(alibi, in, {}, 0, nullptr, fused), doctest::Contains("modifies scores"),
+                       std::invalid_argument);
+  nn::attention_record record;
+  CHECK_THROWS_WITH_AS(nn::variant_attention(make<nn::scaled_dot_product>(""), nn::context{nullptr, nullptr, &record, fused},
+                                             in.q, in.k, in.v, in.mask, nn::attention_kind::encoder_self),
+                       doctest::Contains("weights are being recorded"), std::invalid_argument);
+  // Where rules do not apply (ALiBi in cross-attention), ALiBi is plain dot-product attention: fused.
+  const auto cross = make<nn::alibi>("alibi", nn::attention_kind::encoder_decoder);
+  CHECK_NOTHROW(attend(cross, in, nn::attention_kind::encoder_decoder, 0, nullptr, fused));
 }
 
 TEST_CASE("variants: additive attention, vᵀ tanh(q + k) a head, matches loops; its v gets gradients") {
@@ -149,16 +182,22 @@ TEST_CASE("variants: restricted self-attention sees |i - j| <= r/2, composes wit
   CHECK(restricted.r == 3);
   const auto near = [](index_t i, index_t j) { return std::abs(i - j) <= 1; };
   const inputs<heads> open, causal(true);
-  CHECK(largest_difference(attend(restricted, open).value(), reference(open, scaled, near)) < 1e-12);
-  CHECK(largest_difference(attend(restricted, causal).value(), reference(causal, scaled, near)) < 1e-12);
-  // Incremental decoding's query at position 3 sees keys 2 … 4.
-  const auto shifted = [](index_t i, index_t j) { return std::abs(i + 3 - j) <= 1; };
-  CHECK(largest_difference(attend(restricted, open, nn::attention_kind::decoder_self, 3).value(),
-                           reference(open, scaled, shifted)) < 1e-12);
+  // Queries shifted by one position, as in incremental decoding: query i sits at i + 1 and sees
+  // keys i … i + 2 (every row keeps a key: a row with none is 0 fused and meaningless unfused).
+  const auto shifted = [](index_t i, index_t j) { return std::abs(i + 1 - j) <= 1; };
+  for (auto path : both_paths) {
+    CAPTURE(path);
+    CHECK(largest_difference(attend(restricted, open, {}, 0, nullptr, path).value(), reference(open, scaled, near)) <
+          1e-12);
+    CHECK(largest_difference(attend(restricted, causal, {}, 0, nullptr, path).value(),
+                             reference(causal, scaled, near)) < 1e-12);
+    CHECK(largest_difference(attend(restricted, open, nn::attention_kind::decoder_self, 1, nullptr, path).value(),
+                             reference(open, scaled, shifted)) < 1e-12);
+    check_gradients(restricted, causal, {}, {}, 0, path);
+  }
   const auto cross = make<nn::restricted>("restricted:3", nn::attention_kind::encoder_decoder);
   CHECK(largest_difference(attend(cross, open, nn::attention_kind::encoder_decoder).value(),
                            reference(open, scaled, everywhere)) < 1e-12);
-  check_gradients(restricted, causal);
   CHECK_THROWS_WITH_AS(make<nn::restricted>("restricted"), doctest::Contains("restricted:N"), std::invalid_argument);
   CHECK_THROWS_AS(make<nn::restricted>("restricted:-2"), std::invalid_argument);
 }
@@ -168,10 +207,15 @@ TEST_CASE("variants: grouped-query and multi-query heads share keys and values a
   const inputs<kv1> single;
   const nn::grouped_query<double, op_config, cpu, 2> gqa{};
   const auto mqa = make<nn::multi_query>("mqa");
-  CHECK(largest_difference(attend(gqa, grouped).value(), reference(grouped, scaled, everywhere)) < 1e-12);
-  CHECK(largest_difference(attend(mqa, single).value(), reference(single, scaled, everywhere)) < 1e-12);
-  check_gradients(gqa, grouped);
-  check_gradients(mqa, single);
+  for (auto path : both_paths) {
+    CAPTURE(path);
+    CHECK(largest_difference(attend(gqa, grouped, {}, 0, nullptr, path).value(),
+                             reference(grouped, scaled, everywhere)) < 1e-12);
+    CHECK(largest_difference(attend(mqa, single, {}, 0, nullptr, path).value(),
+                             reference(single, scaled, everywhere)) < 1e-12);
+    check_gradients(gqa, grouped, {}, {}, 0, path);
+    check_gradients(mqa, single, {}, {}, 0, path);
+  }
   // Grouping composes with another variant's scores: grouped-query ALiBi.
   using gqa_alibi = nn::grouped_query<double, op_config, cpu, 2, nn::alibi>;
   random_stream init(1);

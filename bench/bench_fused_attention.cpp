@@ -1,0 +1,98 @@
+// Fused against unfused attention on the CPU: eq. (1) for one sentence of n tokens, 8 heads of
+// d_k = d_v = 64 (d_model 512), n = 256 … 8192, causal and not, forward and forward + backward,
+// with the peak bytes of the tensors each allocated beyond its inputs. Unfused: Q·Kᵀ, a masked
+// softmax and the product with V, [8, n, n] tensors in between (nn::scaled_dot_product_attention);
+// fused: the tiled kernel (grad::fused_attention), which keeps one log-sum-exp a query row.
+//   build/bench/bench_fused_attention --benchmark_out=fused.json --benchmark_out_format=json
+// The fused kernel's own scratch (a 64×64 tile of scores and one of their gradients a thread,
+// one number a query row in the backward) is outside the counters: O(n), under 1 MiB here.
+#include <attn/attn.hpp>
+
+#include "attention_cases.hpp"
+
+namespace {
+
+using namespace attn;
+using heads = dim<"heads", 8>;
+using d_k = dim<"d_k", 64>;
+using S = shape<nn::batch, heads, nn::src, d_k>;
+using KS = shape<nn::batch, heads, nn::keys, d_k>;
+
+template <class Device>
+void attention_core(benchmark::State& state, bool fused, bool causal, bool backward) {
+  using A = float;
+  const index_t n = state.range(0);
+  tensor<A, S> host_q(1, n);
+  tensor<A, KS> host_k(1, n), host_v(1, n);
+  attn_bench::fill(host_q.data(), host_q.size(), 1);
+  attn_bench::fill(host_k.data(), host_k.size(), 2);
+  attn_bench::fill(host_v.data(), host_v.size(), 3);
+  const auto q0 = to_device<Device>(host_q);
+  const auto k0 = to_device<Device>(host_k);
+  const auto v0 = to_device<Device>(host_v);
+  // The unfused path's mask, made outside the measurement as the model makes it once a batch.
+  const auto mask = [&] {
+    tensor<A, shape<nn::batch, nn::src, nn::keys>> host_mask(1, fused ? 0 : n, fused ? 0 : n);
+    if (causal && !fused)
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = i + 1; j < n; ++j) host_mask(0, i, j) = nn::masked<A>;
+    return to_device<Device>(host_mask);
+  }();
+  const grad::key_visibility<nn::batch, Device> visible{nullptr, causal};
+  const A scale = A(1) / std::sqrt(A(d_k::extent));
+  grad::variable<A, S, Device> q(q0, backward);
+  grad::variable<A, KS, Device> k(k0, backward), v(v0, backward);
+
+  std::size_t peak = 0;
+  A last = 0;
+  for (auto _ : state) {
+    if (attn_bench::peak_memory<Device>::known) attn_bench::peak_memory<Device>::reset();
+    grad::tape tape;
+    q.clear_grad(), k.clear_grad(), v.clear_grad();
+    grad::tape* t = backward ? &tape : nullptr;
+    auto out = fused ? grad::fused_attention(t, q, k, v, visible, scale)
+                     : nn::scaled_dot_product_attention(nn::context{t}, q, k, v, mask);
+    if (backward) {
+      grad::backward(tape, grad::sum<nn::batch>(t, grad::sum<heads>(t, grad::sum<nn::src>(t, grad::sum<d_k>(t, out)))));
+      memory<Device>::copy_to_host(&last, q.grad().data(), sizeof(A));  // waits for the device
+    } else {
+      memory<Device>::copy_to_host(&last, out.value().data(), sizeof(A));
+    }
+    peak = std::max(peak, attn_bench::peak_memory<Device>::bytes());
+  }
+  benchmark::DoNotOptimize(last);
+  // FLOPs of the two products, as FlashAttention counts them: 4·n²·d·h, halved when causal.
+  const double flops = 4.0 * double(n) * double(n) * d_k::extent * heads::extent * (causal ? 0.5 : 1.0) *
+                       (backward ? 3.5 : 1.0);
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["n"] = double(n);
+  if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
+}
+
+template <class Device>
+void register_cases(const std::string& device) {
+  for (bool fused : {false, true})
+    for (bool causal : {false, true})
+      for (bool backward : {false, true}) {
+        const std::string name = "attention_core/" + device + (fused ? "/fused" : "/unfused") +
+                                 (causal ? "/causal" : "/full") + (backward ? "/fwd_bwd" : "/fwd");
+        benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward)
+            ->RangeMultiplier(2)
+            ->Range(256, 8192)
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2)
+            ->UseRealTime();
+      }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_cases<attn::cpu>("cpu");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("threads", std::to_string(attn_bench::threads()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,57 @@
+// Fused attention: softmax(scale · Q·Kᵀ + masks) · V (paper eq. (1)) computed a tile of queries
+// against a tile of keys at a time with an online softmax (Milakov & Gimelshein, 2018; Dao et al.,
+// FlashAttention, 2022), so that the [queries, keys] scores never exist whole: memory grows with
+// n, not n². The forward keeps each query row's log-sum-exp; the backward recomputes a tile's
+// probabilities from it. Declared here once; each backend specialises `fused_attention<Device>`
+// (cpu/fused_attention.hpp), as it does `primitives`.
+#pragma once
+
+#include "config.hpp"
+#include "device.hpp"
+
+namespace attn {
+
+/// The sizes and masks of one fused attention call. Tensors are row-major in Device memory:
+///   q [batch, heads, queries, d_k]      k [batch, kv_heads, keys, d_k]    v [batch, kv_heads, keys, d_v]
+///   out [batch, heads, queries, d_v]    log_sum_exp [batch, heads, queries]
+/// Query head h reads key/value head h / (heads / kv_heads) (grouped-query attention). Query i
+/// sits at position first_query + i (incremental decoding); key j of sentence b is visible to it
+/// when j < key_lengths[b] (padding at the end; null: every key), j ≤ first_query + i when
+/// causal, and rule(first_query + i, j) (a variant's mask rule).
+struct fused_attention_problem {
+  index_t batch = 1, heads = 1, kv_heads = 1, queries = 0, keys = 0, d_k = 0, d_v = 0;
+  double scale = 1;
+  const index_t* key_lengths = nullptr;  // [batch], Device memory
+  bool causal = false;
+  index_t first_query = 0;
+};
+
+/// A bias at or below this hides its key as the masks' −∞ does (§3.2.3): the kernel skips a tile
+/// whose pairs are all hidden, and a row with no visible key gets 0 (nn's `masked` is −1e9).
+inline constexpr double hidden_bias = -1e8;
+
+/// The mask rule that allows every pair.
+struct every_pair {
+  ATTN_HOST_DEVICE constexpr bool operator()(index_t /*query*/, index_t /*key*/) const { return true; }
+};
+
+/// Fused attention on a device; `available` says whether the device has it (nn falls back to
+/// the unfused path where it does not). The members every backend provides (T float or double;
+/// Rule a copyable callable (index_t query, index_t key) → bool; bias null or an additive mask
+/// [batch, queries, keys] shared by the heads, as the unfused path's, hiding keys at or below
+/// `hidden_bias`):
+///
+///   forward(problem, q, k, v, bias, out, log_sum_exp, rule)
+///       out = softmax over the visible keys of scale · q·kᵀ + bias, times v; log_sum_exp its
+///       rows' log Σ exp(scale · q·kᵀ + bias). A row with no visible key gets out 0 and
+///       log_sum_exp −∞ (the unfused path, which adds a finite `masked` to hidden scores,
+///       averages every value there).
+///   backward(problem, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule)
+///       the gradients of Σ d_out ⊙ out with respect to q, k and v, overwritten; deterministic
+///       (the same bits whatever the threads).
+template <class Device>
+struct fused_attention {
+  static constexpr bool available = false;
+};
+
+}  // namespace attn
