@@ -75,17 +75,17 @@ runs, steps, warmup, variants = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys
 print(f"tiny preset (d_model 128, h 4, N 2), {steps} steps of 2000-token batches (warmup {warmup}), "
       "last 5 checkpoints averaged")
 print()
-print("| attention | positions | valid perplexity | BLEU greedy | BLEU beam 4 | train tokens/s |")
+print("| attention | positions | valid perplexity | BLEU greedy | BLEU beam 4 | train tokens/s (median step) |")
 print("|---|---|---|---|---|---|")
 for variant in variants:
     run = runs / variant.replace(":", "_").replace("+", "_")
     records = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     valid = [r for r in records if r["kind"] == "valid"][-1]
     train = [r for r in records if r["kind"] == "train"]
-    # elapsed_s restarts at 0 when a run resumes: add up the time of each stretch
-    seconds = sum(b["elapsed_s"] - a["elapsed_s"] if b["elapsed_s"] > a["elapsed_s"] else b["elapsed_s"]
-                  for a, b in zip([{"elapsed_s": 0.0}] + train, train))
-    tokens = sum(r["tokens"] for r in train) / seconds
+    # the median step's rate: a run that resumed or was paused (elapsed_s restarts, or jumps)
+    # counts only the steps it took
+    rates = sorted(r["tokens_per_s"] for r in train)
+    tokens = rates[len(rates) // 2]
     greedy = json.loads((run / "test.greedy.json").read_text())
     beam = json.loads((run / "test.beam4.json").read_text())
     spec, _, none = variant.partition("+")
