@@ -40,15 +40,14 @@ void attention_core(benchmark::State& state, bool fused, bool causal, bool backw
   }();
   const grad::key_visibility<nn::batch, Device> visible{nullptr, causal};
   const A scale = A(1) / std::sqrt(A(d_k::extent));
-  grad::variable<A, S, Device> q(q0, backward);
-  grad::variable<A, KS, Device> k(k0, backward), v(v0, backward);
-
   std::size_t peak = 0;
   A last = 0;
   for (auto _ : state) {
+    // Fresh inputs each iteration, so that no gradient of the last one is alive beside this one's.
+    grad::variable<A, S, Device> q(q0, backward);
+    grad::variable<A, KS, Device> k(k0, backward), v(v0, backward);
     if (attn_bench::peak_memory<Device>::known) attn_bench::peak_memory<Device>::reset();
     grad::tape tape;
-    q.clear_grad(), k.clear_grad(), v.clear_grad();
     grad::tape* t = backward ? &tape : nullptr;
     auto out = fused ? grad::fused_attention(t, q, k, v, visible, scale)
                      : nn::scaled_dot_product_attention(nn::context{t}, q, k, v, mask);

@@ -36,7 +36,8 @@ struct every_pair {
 };
 
 /// Fused attention on a device; `available` says whether the device has it (nn falls back to
-/// the unfused path where it does not). The members every backend provides (T float or double;
+/// the unfused path where it does not), and `automatic_from_keys` from how many keys nn's
+/// automatic choice takes it (below that the unfused path is as fast or faster). The members every backend provides (T float or double;
 /// Rule a copyable callable (index_t query, index_t key) → bool; bias null or an additive mask
 /// [batch, queries, keys] shared by the heads, as the unfused path's, hiding keys at or below
 /// `hidden_bias`):
@@ -52,6 +53,7 @@ struct every_pair {
 template <class Device>
 struct fused_attention {
   static constexpr bool available = false;
+  static constexpr index_t automatic_from_keys = 0;
 };
 
 }  // namespace attn

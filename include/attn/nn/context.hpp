@@ -58,9 +58,10 @@ struct attention_record {
   }
 };
 
-/// How attention is computed: by the device's fused kernel where the variant allows it and
-/// products and a softmax elsewhere (automatic), or always one way (fused throws where it
-/// cannot be: a variant that scores or modifies scores in its own way, recorded weights).
+/// How attention is computed: by the device's fused kernel where the variant allows it and the
+/// keys are many enough for it to pay, by products and a softmax elsewhere (automatic), or
+/// always one way (fused throws where it cannot be: a variant that scores or modifies scores in
+/// its own way, recorded weights).
 enum class attention_path { automatic, fused, unfused };
 
 struct context {

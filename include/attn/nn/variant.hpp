@@ -190,8 +190,9 @@ V make_variant(random_stream& init, attention_kind kind, const variant_spec& spe
 /// softmax(score(Q, K) · scale + modification + mask) V with the variant's rules (eq. (1) for
 /// the paper's): q [B, H, Q, d_k], k [B, G, keys, d_k], v [B, G, keys, d_v] with G key/value
 /// heads, mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v]. By the device's fused kernel
-/// (grad/fused_attention.hpp) when the variant is a dot product without a score modification and
-/// the context does not ask otherwise (context::path); else by products and a softmax.
+/// (grad/fused_attention.hpp) when the variant is a dot product without a score modification, the
+/// keys are many (fused_attention<Device>::automatic_from_keys) and the context does not ask
+/// otherwise (context::path); else by products and a softmax.
 template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
 grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const V& variant, const context& ctx, const grad::variable<A, shape<B, H, Q, DK>, Device>& q,
@@ -214,8 +215,9 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     using inputs_type = decltype(detail::modification_inputs(variant, ctx));
     const bool modifies = detail::can_modify<V, S, inputs_type> && rules;
 
-    // The tiled kernel when it can compute this attention: a dot product, no modification (yet),
-    // nobody asking for the weights.
+    // The tiled kernel when it can compute this attention (a dot product, no modification yet,
+    // nobody asking for the weights) and, unless asked for, when the keys are many enough for it
+    // to pay (docs/fused-attention.md).
     using grouped_queries = decltype(detail::group_heads<G>(ctx.tape, q));
     constexpr bool dot_product_family = !requires(const grouped_queries& gq) { variant.score(ctx, gq, k); };
     const char* unfusable = !fused_attention<Device>::available ? "the device has no fused attention kernel"
@@ -226,7 +228,8 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     if (ctx.path == attention_path::fused && unfusable)
       throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
     if constexpr (fused_attention<Device>::available && dot_product_family) {
-      if (ctx.path != attention_path::unfused && !unfusable) {
+      const bool worth_it = k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys;
+      if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
         // The mask, any rule folded in, says what each query sees; the kernel skips the key tiles
         // it hides entirely (after the diagonal when causal, outside restricted attention's band).
         return grad::fused_attention(ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale,

@@ -128,3 +128,35 @@ TEST_CASE_TEMPLATE("nn: the whole model passes gradient checks through its loss"
   CHECK(report.worst < tolerance);
   CHECK(report.checked > 300);
 }
+
+TEST_CASE("nn: the whole model with fused attention passes gradient checks and equals the unfused one") {
+  nn::transformer<double, test::micro> model(11, 5);
+  auto list = model.parameters();
+  randomise(list);
+  const auto source = test::tokens<src>(2, 4, {5, 6, 7, 2, 9, 3, 2, 0});
+  const auto input = test::tokens<tgt>(2, 3, {1, 4, 8, 1, 10, 0});
+  const auto output = test::tokens<tgt>(2, 3, {4, 8, 2, 10, 2, 0});
+  const auto loss_with = [&](nn::attention_path path) {
+    return [&, path](grad::tape* t) {
+      const auto logits = model(nn::context{t, nullptr, nullptr, path}, source, input);
+      return train::cross_entropy(t, logits, output, 0.1, nn::token{0}).loss;
+    };
+  };
+  const auto report = test::check_gradients(loss_with(nn::attention_path::fused), test::targets(list), 12);
+  INFO(report.where);
+  CHECK(report.worst < tolerance);
+
+  // One backward pass each way: the same loss and the same gradient of every parameter.
+  const auto gradients = [&](nn::attention_path path) {
+    list.zero_grad();
+    grad::tape t;
+    const auto loss = loss_with(path)(&t);
+    grad::backward(t, loss);
+    std::vector<double> all{loss.value().data()[0]};
+    for (const auto& p : list.refs()) all.insert(all.end(), p.grad, p.grad + p.size);
+    return all;
+  };
+  const auto fused = gradients(nn::attention_path::fused);
+  const auto unfused = gradients(nn::attention_path::unfused);
+  CHECK(test::relative_error(fused.data(), unfused) < 1e-12);
+}

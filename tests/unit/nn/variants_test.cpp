@@ -138,10 +138,28 @@ TEST_CASE("variants: scaled (eq. 1) and unscaled dot-product attention match loo
     check_gradients(unscaled, in, {}, {}, 0, path);
   }
   // The unfused path is the one the model took before the fused kernel: the same numbers as
-  // scaled_dot_product_attention; the fused kernel is the default.
+  // scaled_dot_product_attention; with 5 keys the automatic choice takes it.
   CHECK(largest_difference(attend(paper, in, {}, 0, nullptr, nn::attention_path::unfused).value(),
                            nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
-  CHECK(largest_difference(attend(paper, in).value(), attend(paper, in, {}, 0, nullptr, nn::attention_path::fused).value()) == 0);
+  static_assert(length < fused_attention<cpu>::automatic_from_keys);
+  CHECK(largest_difference(attend(paper, in).value(),
+                           nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
+}
+
+TEST_CASE("variants: from automatic_from_keys keys on, the automatic choice is the fused kernel") {
+  const index_t many = fused_attention<cpu>::automatic_from_keys;
+  auto q = test::random_input<shape<batch, heads, tgt, d_k>>(1, 2);
+  auto k = test::random_input<shape<batch, heads, keys, d_k>>(1, many);
+  auto v = test::random_input<shape<batch, heads, keys, d_v>>(1, many);
+  const tensor<double, shape<batch, tgt, keys>> mask(1, 2, many);
+  const auto paper = make<nn::scaled_dot_product>("");
+  const auto run = [&](nn::attention_path path) {
+    return nn::variant_attention(paper, nn::context{nullptr, nullptr, nullptr, path}, q, k, v, mask,
+                                 nn::attention_kind::encoder_self);
+  };
+  CHECK(largest_difference(run(nn::attention_path::automatic).value(), run(nn::attention_path::fused).value()) == 0);
+  CHECK(largest_difference(run(nn::attention_path::automatic).value(), run(nn::attention_path::unfused).value()) <
+        1e-12);
 }
 
 TEST_CASE("variants: asking for the fused kernel where it cannot run says why") {
