@@ -12,10 +12,5 @@
 int main(int argc, char** argv) {
   attn_bench::register_variants<attn::cpu>("cpu");
   attn_bench::register_variant<attn::cpu, soft_capped>("cpu", "soft-capped");  // a variant of your own
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("threads", std::to_string(attn_bench::threads()));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return attn_bench::run_registered(argc, argv);
 }

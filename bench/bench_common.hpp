@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include <benchmark/benchmark.h>
 
@@ -22,6 +23,16 @@ inline int threads() {
 #else
   return 1;
 #endif
+}
+
+/// Google Benchmark's main after the cases are registered, with the threads in the context.
+inline int run_registered(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("threads", std::to_string(threads()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 /// Fills [data, data + n) with values in [lo, hi) from a hash of the index and a seed:

@@ -88,10 +88,5 @@ void register_cases(const std::string& device) {
 
 int main(int argc, char** argv) {
   register_cases<attn::cpu>("cpu");
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("threads", std::to_string(attn_bench::threads()));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return attn_bench::run_registered(argc, argv);
 }
