@@ -244,7 +244,9 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
       else
         return detail::ungroup_heads<H, Q>(ctx.tape, grad::product<DK>(ctx.tape, grouped, k));
     }();  // [B, H, Q, keys]
-    static_assert(std::is_same_v<typename decltype(scores)::tensor_type, S>);
+    static_assert(std::is_same_v<typename decltype(scores)::tensor_type, S>,
+                  "attn::nn: a variant's score(ctx, q, k) must give scores [batch, heads, queries, keys] of the "
+                  "activation type");
 
     if constexpr (detail::can_modify<V, S, inputs_type>) {
       if (rules) {  // the inputs (a parameter's cast, a constant's copy) only when they are read
