@@ -40,7 +40,7 @@ struct fused_attention<cpu> {
     cpu_backend::parallel_for(p.batch * p.heads * query_tiles, 1, 1, [&](index_t begin, index_t end) {
       scratch<T> s;
       for (index_t task = begin; task < end; ++task) {
-        const query_block<T> at(p, task, query_tiles);
+        const query_block at(p, task, query_tiles);
         const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
         matrix_map<T> out_tile(out + at.row * p.d_v, at.rows, p.d_v);
         column<T> running_max = column<T>::Constant(at.rows, -infinity<T>);
@@ -101,7 +101,7 @@ struct fused_attention<cpu> {
         d_v_tile.setZero();
         for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
           for (index_t tile = 0; tile < query_tiles; ++tile) {
-            const query_block<T> at(p, (b * p.heads + h) * query_tiles + tile, query_tiles);
+            const query_block at(p, (b * p.heads + h) * query_tiles + tile, query_tiles);
             if (key >= at.key_end) continue;
             const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
             if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, s)) continue;
@@ -118,7 +118,7 @@ struct fused_attention<cpu> {
     cpu_backend::parallel_for(p.batch * p.heads * query_tiles, 1, 1, [&](index_t begin, index_t end) {
       scratch<T> s;
       for (index_t task = begin; task < end; ++task) {
-        const query_block<T> at(p, task, query_tiles);
+        const query_block at(p, task, query_tiles);
         const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
         const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
         matrix_map<T> d_q_tile(d_q + at.row * p.d_k, at.rows, p.d_k);
@@ -150,7 +150,6 @@ struct fused_attention<cpu> {
 
   /// A task's tile of query rows: sentence b, head h, rows first … first + rows − 1 (row: the
   /// first one's index in [batch · heads · queries]), and the end of the keys it can see.
-  template <class T>
   struct query_block {
     index_t b, h, first, rows, row, key_end;
     query_block(const fused_attention_problem& p, index_t task, index_t query_tiles)
@@ -172,13 +171,13 @@ struct fused_attention<cpu> {
   };
 
   template <class T>
-  static auto key_map(const fused_attention_problem& p, const query_block<T>& at, index_t key, index_t cols,
+  static auto key_map(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                       const T* k) {
     const index_t kv_head = at.h / (p.heads / p.kv_heads);
     return matrix_map<const T>(k + ((at.b * p.kv_heads + kv_head) * p.keys + key) * p.d_k, cols, p.d_k);
   }
   template <class T>
-  static auto value_map(const fused_attention_problem& p, const query_block<T>& at, index_t key, index_t cols,
+  static auto value_map(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                         const T* v) {
     const index_t kv_head = at.h / (p.heads / p.kv_heads);
     return matrix_map<const T>(v + ((at.b * p.kv_heads + kv_head) * p.keys + key) * p.d_v, cols, p.d_v);
@@ -187,7 +186,7 @@ struct fused_attention<cpu> {
   /// s.scores = scale · Q·Kᵀ + bias over the tile, −∞ where a key is hidden; false (and nothing
   /// computed) when every pair of the tile is hidden.
   template <class T, class Rule>
-  static bool scores(const fused_attention_problem& p, const query_block<T>& at, index_t key, index_t cols,
+  static bool scores(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                      const matrix_map<const T>& q_tile, const T* k, const T* bias, const Rule& rule, scratch<T>& s) {
     const index_t first_position = p.first_query + at.first;
     const T* bias_tile = bias ? bias + (at.b * p.queries + at.first) * p.keys + key : nullptr;
@@ -211,15 +210,15 @@ struct fused_attention<cpu> {
     return true;
   }
 
-  template <class T, class Rule>
-  static bool visible(const fused_attention_problem& p, const query_block<T>& at, index_t query, index_t key,
+  template <class Rule>
+  static bool visible(const fused_attention_problem& p, const query_block& at, index_t query, index_t key,
                       const Rule& rule) {
     return key < at.key_end && (!p.causal || key <= query) && rule(query, key);
   }
 
   /// s.scores = P = exp(scale · Q·Kᵀ − log_sum_exp) over the tile (0 where hidden).
   template <class T, class Rule>
-  static bool probabilities(const fused_attention_problem& p, const query_block<T>& at, index_t key, index_t cols,
+  static bool probabilities(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                             const matrix_map<const T>& q_tile, const T* k, const T* bias, const T* log_sum_exp,
                             const Rule& rule, scratch<T>& s) {
     if (!scores(p, at, key, cols, q_tile, k, bias, rule, s)) return false;
@@ -233,7 +232,7 @@ struct fused_attention<cpu> {
 
   /// s.scores = dS = P ⊙ (dO·Vᵀ − D), from P in s.scores.
   template <class T>
-  static void score_gradient(const fused_attention_problem& p, const query_block<T>& at, index_t key, index_t cols,
+  static void score_gradient(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                              const matrix_map<const T>& d_out_tile, const T* v, const std::vector<T>& d_out_dot_out,
                              scratch<T>& s) {
     s.d_probabilities.resize(at.rows, cols);
