@@ -5,6 +5,7 @@
 #include "expr/broadcast.hpp"
 #include "expr/contract.hpp"
 #include "expr/derivative.hpp"
+#include "expr/element.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/expression.hpp"
 #include "expr/iota.hpp"
