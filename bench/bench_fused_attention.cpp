@@ -6,6 +6,8 @@
 //   build/bench/bench_fused_attention --benchmark_out=fused.json --benchmark_out_format=json
 // The fused kernel's own scratch (a 64×64 tile of scores and one of their gradients a thread,
 // one number a query row in the backward) is outside the counters: O(n), under 1 MiB here.
+// attention_alibi: ALiBi with learned slopes (a score modification with a learned input) in
+// causal self-attention through nn::variant_attention, either path forced, n = 256 … 4096.
 #include <attn/attn.hpp>
 
 #include "attention_cases.hpp"
@@ -68,8 +70,67 @@ void attention_core(benchmark::State& state, bool fused, bool causal, bool backw
   if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
 }
 
+struct alibi_config : nn::config<nn::widths<512, 2048, 8, 64, 64>> {};
+
+template <class Device>
+void attention_alibi(benchmark::State& state, bool fused, bool backward) {
+  using A = float;
+  using C = alibi_config;
+  using QS = shape<nn::batch, C::heads, nn::tgt, C::d_k>;
+  using KVS = shape<nn::batch, C::heads, nn::keys, C::d_k>;
+  const index_t n = state.range(0);
+  tensor<A, QS> host_q(1, n);
+  tensor<A, KVS> host_k(1, n), host_v(1, n);
+  attn_bench::fill(host_q.data(), host_q.size(), 1);
+  attn_bench::fill(host_k.data(), host_k.size(), 2);
+  attn_bench::fill(host_v.data(), host_v.size(), 3);
+  const auto q0 = to_device<Device>(host_q);
+  const auto k0 = to_device<Device>(host_k);
+  const auto v0 = to_device<Device>(host_v);
+  tensor<A, shape<nn::batch, nn::tgt, nn::keys>> host_mask(1, n, n);
+  for (index_t i = 0; i < n; ++i)
+    for (index_t j = i + 1; j < n; ++j) host_mask(0, i, j) = nn::masked<A>;
+  const auto mask = to_device<Device>(host_mask);
+  random_stream init(1);
+  const auto variant = nn::make_variant<nn::alibi<A, C, Device>>(init, nn::attention_kind::decoder_self,
+                                                                 nn::variant_spec::parse("alibi:learned"));
+  const auto path = fused ? nn::attention_path::fused : nn::attention_path::unfused;
+  std::size_t peak = 0;
+  A last = 0;
+  for (auto _ : state) {
+    grad::variable<A, QS, Device> q(q0, backward);
+    grad::variable<A, KVS, Device> k(k0, backward), v(v0, backward);
+    if (attn_bench::peak_memory<Device>::known) attn_bench::peak_memory<Device>::reset();
+    grad::tape tape;
+    grad::tape* t = backward ? &tape : nullptr;
+    auto out = nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, q, k, v, mask,
+                                     nn::attention_kind::decoder_self);
+    if (backward) {
+      grad::backward(tape, grad::sum<nn::batch>(t, grad::sum<C::heads>(t, grad::sum<nn::tgt>(t, grad::sum<C::d_v>(t, out)))));
+      memory<Device>::copy_to_host(&last, q.grad().data(), sizeof(A));
+    } else {
+      memory<Device>::copy_to_host(&last, out.value().data(), sizeof(A));
+    }
+    peak = std::max(peak, attn_bench::peak_memory<Device>::bytes());
+  }
+  benchmark::DoNotOptimize(last);
+  state.counters["n"] = double(n);
+  if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
+}
+
 template <class Device>
 void register_cases(const std::string& device) {
+  for (bool fused : {false, true})
+    for (bool backward : {false, true}) {
+      const std::string name = "attention_alibi/" + device + (fused ? "/fused" : "/unfused") + "/causal" +
+                               (backward ? "/fwd_bwd" : "/fwd");
+      benchmark::RegisterBenchmark(name.c_str(), attention_alibi<Device>, fused, backward)
+          ->RangeMultiplier(2)
+          ->Range(256, 4096)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.2)
+          ->UseRealTime();
+    }
   for (bool fused : {false, true})
     for (bool causal : {false, true})
       for (bool backward : {false, true}) {

@@ -127,6 +127,7 @@ const compiled_model& choose_model(const options& o, nn::hyperparameters& hyper)
   hyper = preset_hyperparameters(o.preset);
   if (o.layers) hyper.layers = o.layers;
   if (o.dropout >= 0) hyper.dropout = o.dropout;
+  hyper.attention_dropout = o.attention_dropout;
   if (!o.positions.empty())
     hyper.positions = o.positions == "learned" ? nn::positional::learned
                       : o.positions == "none"  ? nn::positional::none

@@ -51,6 +51,11 @@ options parse(int argc, char** argv) {
   app.add_option("--dropout", o.dropout, "P_drop on residuals and embeddings (preset's by default)")
       ->check(CLI::Range(0.0, 0.99))
       ->group(model);
+  app.add_option("--attention-dropout", o.attention_dropout,
+                 "dropout on the attention weights (not in the paper; tensor2tensor's attention_dropout)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99))
+      ->group(model);
   app.add_option("--label-smoothing", o.label_smoothing, "epsilon_ls")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99))

@@ -22,6 +22,7 @@ struct options {
   std::string preset = "base";
   int d_model = 0, d_ff = 0, heads = 0, d_k = 0, d_v = 0, layers = 0;  // 0: the preset's
   double dropout = -1;                                                // < 0: the preset's
+  double attention_dropout = 0;                                       // on attention weights (not the paper's)
   double label_smoothing = 0.1;
   std::string positions;  // "sinusoidal", "learned" or "none"; empty: the preset's
   std::string attention = "scaled";  // the attention variant, NAME[:ARG] (examples/common/variants.hpp)

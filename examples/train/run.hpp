@@ -99,9 +99,12 @@ int run(session& s) {
   }
 
   if (s.leader()) {
-    std::fprintf(stderr, "model %s: %s, N %d, P_drop %.2f, %s positions, %s attention, eps_ls %.2f: %lld parameters\n",
+    std::fprintf(stderr,
+                 "model %s: %s, N %d, P_drop %.2f, %s positions, %s attention (weights' dropout %.2f), eps_ls %.2f: "
+                 "%lld parameters\n",
                  s.model_name.c_str(), widths.to_string().c_str(), s.hyper.layers, s.hyper.dropout,
-                 std::string(nn::to_string(s.hyper.positions)).c_str(), s.hyper.attention.c_str(), o.label_smoothing,
+                 std::string(nn::to_string(s.hyper.positions)).c_str(), s.hyper.attention.c_str(),
+                 s.hyper.attention_dropout, o.label_smoothing,
                  static_cast<long long>(parameters.count()));
     std::fprintf(stderr, "training on %zu pairs in %zu batches of <= %ld tokens a side, %d process(es) x %d batch(es) a step\n",
                  s.train_examples.size(), s.train_batches.size(), o.batch_tokens, ranks, o.accumulate);

@@ -6,8 +6,11 @@
 // (cpu/fused_attention.hpp), as it does `primitives`.
 #pragma once
 
+#include <cstdint>
+
 #include "config.hpp"
 #include "device.hpp"
+#include "random.hpp"
 
 namespace attn {
 
@@ -18,12 +21,24 @@ namespace attn {
 /// sits at position first_query + i (incremental decoding); key j of sentence b is visible to it
 /// when j < key_lengths[b] (padding at the end; null: every key), j ≤ first_query + i when
 /// causal, and rule(first_query + i, j) (a variant's mask rule).
+/// With dropout > 0, weight (b, h, i, j) is kept, times 1 / (1 − dropout), when
+/// dropout_stream.uniform(dropout_start + ((b·heads + h)·queries + i)·keys + j) ≥ dropout: the
+/// mask grad::dropout draws for the [batch, heads, queries, keys] weights from the same numbers.
 struct fused_attention_problem {
   index_t batch = 1, heads = 1, kv_heads = 1, queries = 0, keys = 0, d_k = 0, d_v = 0;
   double scale = 1;
   const index_t* key_lengths = nullptr;  // [batch], Device memory
   bool causal = false;
   index_t first_query = 0;
+  double dropout = 0;  // on the attention weights (not the paper's: §5.4 drops sublayer outputs)
+  random_stream dropout_stream{};
+  std::uint64_t dropout_start = 0;
+
+  /// The factor weight (b, h, i, j) is multiplied by: 0 or 1 / (1 − dropout).
+  ATTN_HOST_DEVICE double kept(index_t b, index_t h, index_t i, index_t j) const {
+    const auto n = static_cast<std::uint64_t>(((b * heads + h) * queries + i) * keys + j);
+    return dropout_stream.uniform(dropout_start + n) >= dropout ? 1.0 / (1.0 - dropout) : 0.0;
+  }
 };
 
 /// A bias at or below this hides its key as the masks' −∞ does (§3.2.3): the kernel skips a tile
@@ -35,9 +50,13 @@ struct every_pair {
   ATTN_HOST_DEVICE constexpr bool operator()(index_t /*query*/, index_t /*key*/) const { return true; }
 };
 
+/// The score modification that changes nothing: the score is scale · q·k.
+struct unmodified {};
+
 /// Fused attention on a device; `available` says whether the device has it (nn falls back to
-/// the unfused path where it does not), and `automatic_from_keys` from how many keys nn's
-/// automatic choice takes it (below that the unfused path is as fast or faster). The members every backend provides (T float or double;
+/// the unfused path where it does not), `automatic_from_keys` from how many keys nn's
+/// automatic choice takes it (below that the unfused path is as fast or faster), and
+/// `modifies_scores` whether it takes a score modification. The members every backend provides (T float or double;
 /// Rule a copyable callable (index_t query, index_t key) → bool; bias null or an additive mask
 /// [batch, queries, keys] shared by the heads, as the unfused path's, hiding keys at or below
 /// `hidden_bias`):
@@ -50,10 +69,18 @@ struct every_pair {
 ///   backward(problem, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule)
 ///       the gradients of Σ d_out ⊙ out with respect to q, k and v, overwritten; deterministic
 ///       (the same bits whatever the threads).
+/// Both take a score modification last (a variant's, evaluated a score at a time; `unmodified`
+/// by default): the score of query i and key j in head h of sentence b becomes
+/// modification(c, scale · q·k) + bias, c = {b, h, i, j} (i the query's index, not its
+/// position). It provides derivative(c, s), the derivative of the modified score by s, and
+/// gradient_size(): how many numbers its learned inputs' gradients take, which backward then
+/// overwrites at its last argument, d_modification, calling accumulate(c, s, d_score, gradients)
+/// to add d_score · ∂modification/∂input there, a score at a time.
 template <class Device>
 struct fused_attention {
   static constexpr bool available = false;
   static constexpr index_t automatic_from_keys = 0;
+  static constexpr bool modifies_scores = false;  // whether it evaluates a score modification
 };
 
 }  // namespace attn

@@ -8,9 +8,14 @@
 //              task, so that no two tasks add into one gradient and the result is deterministic.
 // Key tiles past a sentence's length, past the causal diagonal, or where the rule or the bias
 // hides every pair are skipped, so a rule such as restricted attention's costs O(r·n·d) products.
+// A score modification (a variant's: ALiBi, a soft cap) is applied a score at a time inside the
+// tile; dropout on the weights draws the unfused path's mask from the counter-based stream, an
+// element at a time, after the softmax's sums. Its learned inputs' gradients are summed in the dQ pass, in a fixed number of chunks
+// added in order, so that they too are the same bits whatever the threads.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -30,12 +35,13 @@ struct fused_attention<cpu> {
   // with the unfused one or faster (1.08× full, 1.49× causal at 1024; 0.5× at 256 and 512, where
   // recomputing the tiles costs more than the n² tensors save) and its memory is O(n).
   static constexpr index_t automatic_from_keys = 1024;
+  static constexpr bool modifies_scores = true;
   static constexpr index_t query_tile = 64;
   static constexpr index_t key_tile = 64;
 
-  template <class T, class Rule = every_pair>
+  template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                      T* log_sum_exp, Rule rule = {}) {
+                      T* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
     const index_t query_tiles = tiles(p.queries, query_tile);
     cpu_backend::parallel_for(p.batch * p.heads * query_tiles, 1, 1, [&](index_t begin, index_t end) {
       scratch<T> s;
@@ -48,7 +54,7 @@ struct fused_attention<cpu> {
         out_tile.setZero();
         for (index_t key = 0; key < at.key_end; key += key_tile) {
           const index_t cols = std::min(key_tile, at.key_end - key);
-          if (!scores(p, at, key, cols, q_tile, k, bias, rule, s)) continue;
+          if (!scores(p, at, key, cols, q_tile, k, bias, rule, modification, s)) continue;
           for (index_t i = 0; i < at.rows; ++i) {
             const T row_max = std::max(running_max(i), s.scores.row(i).maxCoeff());
             if (row_max == -infinity<T>) {  // nothing visible yet in this row
@@ -61,6 +67,7 @@ struct fused_attention<cpu> {
             out_tile.row(i) *= rescale;
             running_max(i) = row_max;
           }
+          if (p.dropout > 0) s.scores.array() *= kept(p, at, key, cols, s).array();  // after the sums
           out_tile.noalias() += s.scores * value_map(p, at, key, cols, v);
         }
         for (index_t i = 0; i < at.rows; ++i) {
@@ -71,9 +78,10 @@ struct fused_attention<cpu> {
     });
   }
 
-  template <class T, class Rule = every_pair>
+  template <class T, class Rule = every_pair, class Modification = unmodified>
   static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
-                       const T* out, const T* d_out, const T* log_sum_exp, T* d_q, T* d_k, T* d_v, Rule rule = {}) {
+                       const T* out, const T* d_out, const T* log_sum_exp, T* d_q, T* d_k, T* d_v, Rule rule = {},
+                       const Modification& modification = {}, T* d_modification = nullptr) {
     // D_i = Σ_c dO[i, c] · O[i, c], the row term of softmax's backward (dS = P ⊙ (dP − D)).
     const index_t rows = p.batch * p.heads * p.queries;
     std::vector<T> d_out_dot_out(static_cast<std::size_t>(rows));
@@ -104,33 +112,48 @@ struct fused_attention<cpu> {
             const query_block at(p, (b * p.heads + h) * query_tiles + tile, query_tiles);
             if (key >= at.key_end) continue;
             const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
-            if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, s)) continue;
+            if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
             const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
-            d_v_tile.noalias() += s.scores.transpose() * d_out_tile;
-            score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, s);
+            if (p.dropout > 0) d_v_tile.noalias() += (s.scores.array() * kept(p, at, key, cols, s).array()).matrix().transpose() * d_out_tile;
+            else d_v_tile.noalias() += s.scores.transpose() * d_out_tile;
+            score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, static_cast<T*>(nullptr), s);
             d_k_tile.noalias() += scale * (s.scores.transpose() * q_tile);
           }
         }
       }
     });
 
-    // dQ: a query tile gathers every key tile it sees.
-    cpu_backend::parallel_for(p.batch * p.heads * query_tiles, 1, 1, [&](index_t begin, index_t end) {
+    // dQ: a query tile gathers every key tile it sees; the modification's inputs gather every
+    // score, a chunk of tasks into a chunk's own sums.
+    const index_t tasks = p.batch * p.heads * query_tiles;
+    index_t inputs = 0;
+    if constexpr (!std::is_same_v<Modification, unmodified>) inputs = d_modification ? modification.gradient_size() : 0;
+    const index_t chunks = inputs > 0 ? std::min<index_t>(tasks, 64) : tasks;
+    std::vector<T> chunk_sums(static_cast<std::size_t>(inputs > 0 ? chunks * inputs : 0), T(0));
+    cpu_backend::parallel_for(chunks, 1, 1, [&](index_t chunk_begin, index_t chunk_end) {
       scratch<T> s;
-      for (index_t task = begin; task < end; ++task) {
-        const query_block at(p, task, query_tiles);
-        const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
-        const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
-        matrix_map<T> d_q_tile(d_q + at.row * p.d_k, at.rows, p.d_k);
-        d_q_tile.setZero();
-        for (index_t key = 0; key < at.key_end; key += key_tile) {
-          const index_t cols = std::min(key_tile, at.key_end - key);
-          if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, s)) continue;
-          score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, s);
-          d_q_tile.noalias() += scale * (s.scores * key_map(p, at, key, cols, k));
+      for (index_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+        T* sums = inputs > 0 ? chunk_sums.data() + chunk * inputs : nullptr;
+        for (index_t task = chunk * tasks / chunks; task < (chunk + 1) * tasks / chunks; ++task) {
+          const query_block at(p, task, query_tiles);
+          const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
+          const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
+          matrix_map<T> d_q_tile(d_q + at.row * p.d_k, at.rows, p.d_k);
+          d_q_tile.setZero();
+          for (index_t key = 0; key < at.key_end; key += key_tile) {
+            const index_t cols = std::min(key_tile, at.key_end - key);
+            if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
+            score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, sums, s);
+            d_q_tile.noalias() += scale * (s.scores * key_map(p, at, key, cols, k));
+          }
         }
       }
     });
+    if (inputs > 0) {
+      std::fill(d_modification, d_modification + inputs, T(0));
+      for (index_t chunk = 0; chunk < chunks; ++chunk)
+        for (index_t i = 0; i < inputs; ++i) d_modification[i] += chunk_sums[static_cast<std::size_t>(chunk * inputs + i)];
+    }
   }
 
  private:
@@ -164,11 +187,24 @@ struct fused_attention<cpu> {
     }
   };
 
-  /// A worker's block of scores (and then of probabilities, then of their gradients).
+  /// A worker's block of scores (and then of probabilities, then of their gradients), and of
+  /// the scaled scores before a modification.
   template <class T>
   struct scratch {
-    matrix<T> scores, d_probabilities;
+    matrix<T> scores, d_probabilities, scaled, kept;
   };
+
+  /// s.kept = the dropout factors of the tile's weights (problem::kept).
+  template <class T>
+  static const matrix<T>& kept(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
+                               scratch<T>& s) {
+    s.kept.resize(at.rows, cols);
+    for (index_t i = 0; i < at.rows; ++i)
+      for (index_t j = 0; j < cols; ++j) s.kept(i, j) = T(p.kept(at.b, at.h, at.first + i, key + j));
+    return s.kept;
+  }
+
+  using score_coordinates = std::array<index_t, 4>;  // sentence, head, query index, key
 
   template <class T>
   static auto key_map(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
@@ -183,11 +219,13 @@ struct fused_attention<cpu> {
     return matrix_map<const T>(v + ((at.b * p.kv_heads + kv_head) * p.keys + key) * p.d_v, cols, p.d_v);
   }
 
-  /// s.scores = scale · Q·Kᵀ + bias over the tile, −∞ where a key is hidden; false (and nothing
-  /// computed) when every pair of the tile is hidden.
-  template <class T, class Rule>
+  /// s.scores = modification(scale · Q·Kᵀ) + bias over the tile, −∞ where a key is hidden
+  /// (s.scaled keeps scale · Q·Kᵀ when there is a modification); false (and nothing computed)
+  /// when every pair of the tile is hidden.
+  template <class T, class Rule, class Modification>
   static bool scores(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
-                     const matrix_map<const T>& q_tile, const T* k, const T* bias, const Rule& rule, scratch<T>& s) {
+                     const matrix_map<const T>& q_tile, const T* k, const T* bias, const Rule& rule,
+                     const Modification& modification, scratch<T>& s) {
     const index_t first_position = p.first_query + at.first;
     const T* bias_tile = bias ? bias + (at.b * p.queries + at.first) * p.keys + key : nullptr;
     const auto seen = [&](index_t i, index_t j) {
@@ -201,6 +239,12 @@ struct fused_attention<cpu> {
     s.scores.resize(at.rows, cols);
     s.scores.noalias() = q_tile * key_map(p, at, key, cols, k).transpose();
     s.scores *= T(p.scale);
+    if constexpr (!std::is_same_v<Modification, unmodified>) {
+      s.scaled = s.scores;
+      for (index_t i = 0; i < at.rows; ++i)
+        for (index_t j = 0; j < cols; ++j)
+          if (seen(i, j)) s.scores(i, j) = modification(score_coordinates{at.b, at.h, at.first + i, key + j}, s.scaled(i, j));
+    }
     if (bias_tile)
       s.scores += Eigen::Map<const matrix<T>, 0, Eigen::OuterStride<>>(bias_tile, at.rows, cols,
                                                                         Eigen::OuterStride<>(p.keys));
@@ -216,12 +260,12 @@ struct fused_attention<cpu> {
     return key < at.key_end && (!p.causal || key <= query) && rule(query, key);
   }
 
-  /// s.scores = P = exp(scale · Q·Kᵀ − log_sum_exp) over the tile (0 where hidden).
-  template <class T, class Rule>
+  /// s.scores = P = exp(score − log_sum_exp) over the tile (0 where hidden).
+  template <class T, class Rule, class Modification>
   static bool probabilities(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                             const matrix_map<const T>& q_tile, const T* k, const T* bias, const T* log_sum_exp,
-                            const Rule& rule, scratch<T>& s) {
-    if (!scores(p, at, key, cols, q_tile, k, bias, rule, s)) return false;
+                            const Rule& rule, const Modification& modification, scratch<T>& s) {
+    if (!scores(p, at, key, cols, q_tile, k, bias, rule, modification, s)) return false;
     for (index_t i = 0; i < at.rows; ++i) {
       const T lse = log_sum_exp[at.row + i];
       if (lse == -infinity<T>) s.scores.row(i).setZero();
@@ -230,16 +274,29 @@ struct fused_attention<cpu> {
     return true;
   }
 
-  /// s.scores = dS = P ⊙ (dO·Vᵀ − D), from P in s.scores.
-  template <class T>
+  /// s.scores = dS = P ⊙ (dO·Vᵀ ⊙ Z − D), from P in s.scores (Z the dropout factors, 1 without): the gradient of the scaled scores,
+  /// through the modification's derivative when there is one; its inputs' gradients added to
+  /// `sums` when given.
+  template <class T, class Modification>
   static void score_gradient(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                              const matrix_map<const T>& d_out_tile, const T* v, const std::vector<T>& d_out_dot_out,
-                             scratch<T>& s) {
+                             const Modification& modification, T* sums, scratch<T>& s) {
     s.d_probabilities.resize(at.rows, cols);
     s.d_probabilities.noalias() = d_out_tile * value_map(p, at, key, cols, v).transpose();
+    if (p.dropout > 0) s.d_probabilities.array() *= kept(p, at, key, cols, s).array();  // dP through the mask
     for (index_t i = 0; i < at.rows; ++i)
       s.scores.row(i).array() *=
           s.d_probabilities.row(i).array() - d_out_dot_out[static_cast<std::size_t>(at.row + i)];
+    if constexpr (!std::is_same_v<Modification, unmodified>) {
+      for (index_t i = 0; i < at.rows; ++i)
+        for (index_t j = 0; j < cols; ++j) {
+          T& d_score = s.scores(i, j);
+          if (d_score == T(0)) continue;  // hidden, or no gradient
+          const score_coordinates c{at.b, at.h, at.first + i, key + j};
+          if (sums) modification.accumulate(c, s.scaled(i, j), d_score, sums);
+          d_score *= modification.derivative(c, s.scaled(i, j));
+        }
+    }
   }
 };
 

@@ -1,16 +1,146 @@
 // Differentiable fused attention: eq. (1), softmax(scale · Q·Kᵀ + masks) · V, by the device's
 // tiled kernel (core/fused_attention.hpp), which keeps the rows' log-sum-exp instead of the
-// [queries, keys] weights; the backward recomputes them a tile at a time.
+// [queries, keys] weights; the backward recomputes them a tile at a time. A variant's score
+// modification, an elementwise expression as for grad::map, is evaluated by the kernel a score
+// at a time (expr/element.hpp), and its learned inputs get their gradients from the kernel's
+// backward through the expression's derivative.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "../core/fused_attention.hpp"
+#include "../core/transfer.hpp"
+#include "../expr/element.hpp"
 #include "variable.hpp"
 
 namespace attn::grad {
+
+/// Dropout on the attention weights with probability p, from `stream` (null or p = 0: none). It
+/// takes batch·heads·queries·keys numbers, as grad::dropout of the weights would, and drops the
+/// same weights.
+struct weight_dropout {
+  double p = 0;
+  random_stream* stream = nullptr;
+};
+
+/// A score modification: f(s, x₀, x₁, …) an elementwise expression of the scaled scores s
+/// [batch, heads, queries, keys] and of the variables x (which it may broadcast, and combine with
+/// coordinates: attn::index_along). Called on the kernel's placeholder for s and the inputs'
+/// values; it must be a pure function of them.
+template <class F, class... X>
+struct score_modification {
+  F f;
+  std::tuple<X...> inputs;
+};
+
+/// The modification f(s, inputs...) for fused_attention.
+template <class F, class... X>
+score_modification<F, X...> modify_scores(F f, const X&... inputs) {
+  return {std::move(f), std::tuple<X...>(inputs...)};
+}
+
+namespace detail {
+
+/// What a kernel evaluates of a modification (core/fused_attention.hpp): the modified score, its
+/// derivative by the score, and d_score · its derivative by each input that wants a gradient,
+/// added at that input's element in a buffer holding the inputs one after another.
+template <class T, class E, class Slope, class Partials, std::size_t Inputs>
+struct evaluated_modification {
+  E score;
+  Slope slope;
+  Partials partials;  // derivative<1 + k>(score), or expr::zero
+  std::array<index_t, Inputs> offsets{};  // of input k's gradient in the buffer; −1: not wanted
+  index_t size = 0;
+
+  T operator()(const std::array<index_t, 4>& c, T s) const { return element_at(score, c, s); }
+  T derivative(const std::array<index_t, 4>& c, T s) const {
+    if constexpr (attn::detail::is_zero<Slope>) return T(0);
+    else return element_at(slope, c, s);
+  }
+  index_t gradient_size() const { return size; }
+  void accumulate(const std::array<index_t, 4>& c, T s, T d_score, T* gradients) const {
+    accumulate_inputs(c, s, d_score, gradients, std::make_index_sequence<Inputs>{});
+  }
+
+ private:
+  template <std::size_t... K>
+  void accumulate_inputs(const std::array<index_t, 4>& c, T s, T d_score, T* gradients,
+                         std::index_sequence<K...>) const {
+    (accumulate_input<K>(c, s, d_score, gradients), ...);
+  }
+  template <std::size_t K>
+  void accumulate_input(const std::array<index_t, 4>& c, T s, T d_score, T* gradients) const {
+    using partial = std::tuple_element_t<K, Partials>;
+    if constexpr (!attn::detail::is_zero<partial>) {
+      if (offsets[K] < 0) return;
+      gradients[offsets[K] + input_offset<K + 1>(score, c)] += d_score * element_at(std::get<K>(partials), c, s);
+    }
+  }
+};
+
+/// The modification's expression over a placeholder of the scores' sizes, ready for the kernel;
+/// `wanted` says whose gradients to gather.
+template <class T, class S, class Device, class F, class... X, std::size_t... K>
+auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, bool wanted,
+                           std::index_sequence<K...>) {
+  static_assert(std::is_same_v<Device, cpu>,
+                "attn::grad::fused_attention: score modifications are evaluated on the host (the CPU kernel)");
+  auto score = std::apply(
+      [&](const auto&... x) { return m.f(input<0>(placeholder<T, Device>(scores)), input<K + 1>(x.value())...); },
+      m.inputs);
+  static_assert(std::is_same_v<shape_t<decltype(score)>, S> && std::is_same_v<value_t<decltype(score)>, T>,
+                "attn::grad::fused_attention: a score modification must keep the scores' shape and type "
+                "[batch, heads, queries, keys]: it is elementwise");
+  auto slope = derivative<0>(score);
+  auto partials = std::tuple{derivative<K + 1>(score)...};
+  evaluated_modification<T, decltype(score), decltype(slope), decltype(partials), sizeof...(X)> e{
+      score, slope, partials, {}, 0};
+  ((e.offsets[K] = wanted && std::get<K>(m.inputs).requires_grad() ? std::exchange(e.size, e.size + std::get<K>(m.inputs).value().size()) : -1), ...);
+  return e;
+}
+
+template <class T, class S, class Device>
+unmodified evaluate_modification(const unmodified&, const extents<S>&, bool) {
+  return {};
+}
+template <class T, class S, class Device, class F, class... X>
+auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, bool wanted) {
+  return evaluate_modification<T, S, Device>(m, scores, wanted, std::index_sequence_for<X...>{});
+}
+
+/// Adds each wanted input's share of the kernel's gradient buffer to its gradient.
+template <class F, class... X, class E, class T>
+void accumulate_modification_inputs(const score_modification<F, X...>& m, const E& evaluated,
+                                    const std::vector<T>& gradients) {
+  std::apply(
+      [&](const auto&... x) {
+        std::size_t k = 0;
+        (
+            [&](const auto& input) {
+              const index_t offset = evaluated.offsets[k++];
+              if (offset < 0) return;
+              using V = std::remove_cvref_t<decltype(input)>;
+              typename V::tensor_type g(input.extents(), uninitialized);
+              copy_from_host<typename V::device_type>(
+                  g.data(), std::span<const T>(gradients.data() + offset, static_cast<std::size_t>(g.size())));
+              input.accumulate(std::move(g));
+            }(x),
+            ...);
+      },
+      m.inputs);
+}
+
+}  // namespace detail
 
 /// Which keys a query sees, without a [batch, queries, keys] tensor: the first key_lengths[b]
 /// keys of sentence b (null: all), none after the query's position when causal, and those the
@@ -22,17 +152,19 @@ struct key_visibility {
   index_t first_query = 0;
 };
 
-/// softmax over the visible keys of scale · q·kᵀ (+ bias, an additive mask [B, Q, K] shared by
-/// the heads), times v: q [B, H, Q, DK], k [B, G, K, DK], v [B, G, K, DV] with G key/value heads
-/// shared by H / G query heads each. Returns [B, H, Q, DV].
+/// softmax over the visible keys of scale · q·kᵀ, modified (grad::modify_scores) when a
+/// modification is given, + bias (an additive mask [B, Q, K] shared by the heads), times v:
+/// q [B, H, Q, DK], k [B, G, K, DK], v [B, G, K, DV] with G key/value heads shared by H / G query
+/// heads each, and `dropout` on the weights. Returns [B, H, Q, DV].
 template <class T, class B, class H, class Q, class G, class K, class DK, class DV, class Device,
-          class Rule = every_pair>
+          class Rule = every_pair, class Modification = unmodified>
 variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<T, shape<B, H, Q, DK>, Device>& q,
                                                         const variable<T, shape<B, G, K, DK>, Device>& k,
                                                         const variable<T, shape<B, G, K, DV>, Device>& v,
                                                         const key_visibility<B, Device>& visible, T scale,
                                                         std::type_identity_t<const tensor<T, shape<B, Q, K>, Device>*> bias = nullptr,
-                                                        Rule rule = {}) {
+                                                        Rule rule = {}, const Modification& modification = {},
+                                                        weight_dropout dropout = {}) {
   static_assert(!H::is_static || !G::is_static || H::extent % G::extent == 0,
                 "attn::grad::fused_attention: the query heads must be a multiple of the key/value heads");
   check_common_extents("attn::grad::fused_attention", q.extents(), k.extents());
@@ -54,21 +186,35 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
   p.key_lengths = visible.key_lengths ? visible.key_lengths->data() : nullptr;
   p.causal = visible.causal;
   p.first_query = visible.first_query;
+  if (dropout.stream != nullptr && dropout.p > 0) {
+    if (dropout.p >= 1)
+      throw std::invalid_argument("attn::grad::fused_attention: dropout must be below 1, got " + std::to_string(dropout.p));
+    p.dropout = dropout.p;
+    p.dropout_stream = *dropout.stream;
+    p.dropout_start = dropout.stream->take(static_cast<std::uint64_t>(p.batch * p.heads * p.queries * p.keys));
+  }
   if (p.kv_heads == 0 || p.heads % p.kv_heads != 0)
     throw extent_error("attn::grad::fused_attention", "heads",
                        std::to_string(p.heads) + " query heads cannot share " + std::to_string(p.kv_heads) +
                            " key/value heads");
 
   using out_shape = shape<B, H, Q, DV>;
+  using score_shape = shape<B, H, Q, K>;
+  const auto scores = gather_extents<score_shape>(q.extents(), k.extents());
+  const auto recorded = [&] {
+    if constexpr (std::is_same_v<Modification, unmodified>) return recording(t, q, k, v);
+    else return std::apply([&](const auto&... x) { return recording(t, q, k, v, x...); }, modification.inputs);
+  }();
   variable<T, out_shape, Device> out(
-      tensor<T, out_shape, Device>(gather_extents<out_shape>(q.extents(), v.extents()), uninitialized),
-      recording(t, q, k, v));
+      tensor<T, out_shape, Device>(gather_extents<out_shape>(q.extents(), v.extents()), uninitialized), recorded);
   using row_shape = shape<B, H, Q>;
   tensor<T, row_shape, Device> log_sum_exp(gather_extents<row_shape>(q.extents()), uninitialized);
   attn::fused_attention<Device>::forward(p, q.value().data(), k.value().data(), v.value().data(),
-                                         bias ? bias->data() : nullptr, out.value().data(), log_sum_exp.data(), rule);
+                                         bias ? bias->data() : nullptr, out.value().data(), log_sum_exp.data(), rule,
+                                         detail::evaluate_modification<T, score_shape, Device>(modification, scores, false));
   if (out.requires_grad()) {
-    t->record([q, k, v, out, p, rule, lse = std::make_shared<tensor<T, row_shape, Device>>(std::move(log_sum_exp)),
+    t->record([q, k, v, out, p, rule, modification, scores,
+               lse = std::make_shared<tensor<T, row_shape, Device>>(std::move(log_sum_exp)),
                lengths = visible.key_lengths ? std::make_shared<tensor<index_t, shape<B>, Device>>(*visible.key_lengths)
                                              : nullptr,
                bias_copy = bias ? std::make_shared<tensor<T, shape<B, Q, K>, Device>>(*bias) : nullptr]() mutable {
@@ -77,12 +223,19 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
       tensor<T, shape<B, H, Q, DK>, Device> d_q(q.extents(), uninitialized);
       tensor<T, shape<B, G, K, DK>, Device> d_k(k.extents(), uninitialized);
       tensor<T, shape<B, G, K, DV>, Device> d_v(v.extents(), uninitialized);
+      const auto evaluated = detail::evaluate_modification<T, score_shape, Device>(modification, scores, true);
+      std::vector<T> d_inputs;
+      if constexpr (!std::is_same_v<Modification, unmodified>)
+        d_inputs.resize(static_cast<std::size_t>(evaluated.gradient_size()));
       attn::fused_attention<Device>::backward(p, q.value().data(), k.value().data(), v.value().data(),
-                                              bias_copy ? bias_copy->data() : nullptr, out.value().data(), out.grad().data(), lse->data(), d_q.data(),
-                                              d_k.data(), d_v.data(), rule);
+                                              bias_copy ? bias_copy->data() : nullptr, out.value().data(),
+                                              out.grad().data(), lse->data(), d_q.data(), d_k.data(), d_v.data(), rule,
+                                              evaluated, d_inputs.data());
       if (q.requires_grad()) q.accumulate(std::move(d_q));
       if (k.requires_grad()) k.accumulate(std::move(d_k));
       if (v.requires_grad()) v.accumulate(std::move(d_v));
+      if constexpr (!std::is_same_v<Modification, unmodified>)
+        detail::accumulate_modification_inputs(modification, evaluated, d_inputs);
     });
   }
   return out;

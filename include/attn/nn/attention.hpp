@@ -57,17 +57,19 @@ struct multi_head_attention {
 
   attention_kind kind;  // names the weights in an attention record
   Variant variant;
+  double weight_dropout;  // on the attention weights, when training (0 in the paper)
 
   /// `spec` gives a variant its arguments, or chooses one (one_of); drawn after the projections,
   /// so that the paper's model draws the same numbers as before variants existed.
   explicit multi_head_attention(random_stream& init, attention_kind k = attention_kind::encoder_self,
-                                const variant_spec& spec = {})
+                                const variant_spec& spec = {}, double attention_dropout = 0)
       : query(init, fused_width(k, true)),
         key(init, fused_width(k, false)),
         value(init, fused_width(k, false)),
         output(init),
         kind(k),
-        variant(make_variant<Variant>(init, k, spec)) {}
+        variant(make_variant<Variant>(init, k, spec)),
+        weight_dropout(attention_dropout) {}
 
   /// The width of the matrix the authors' tensor2tensor draws a projection as part of (Xavier's
   /// fan_out): self-attention computes Q, K and V with one [d_model, 2·h·d_k + h·d_v] matrix
@@ -117,7 +119,7 @@ struct multi_head_attention {
                                                          const tensor<A, shape<B, Q, keys>, Device>& mask,
                                                          index_t first_query = 0) const {
     auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
-    auto attended = variant_attention(variant, ctx, q, k, v, mask, kind, first_query);
+    auto attended = variant_attention(variant, ctx, q, k, v, mask, kind, first_query, weight_dropout);
     return output(ctx, grad::merge_heads<typename C::value_width>(ctx.tape, attended));
   }
 

@@ -44,6 +44,7 @@ template <class Widths, int Layers = 6>
 struct config : Widths {
   static constexpr int layers = Layers;           // N
   static constexpr double dropout = 0.1;          // P_drop (§5.4)
+  static constexpr double attention_dropout = 0;  // on attention weights: not in the paper (tensor2tensor's option)
   static constexpr double label_smoothing = 0.1;  // ε_ls (§5.4)
   static constexpr positional positions = positional::sinusoidal;
   static constexpr index_t max_positions = default_max_positions;  // rows of a learned position table
@@ -56,8 +57,9 @@ struct config : Widths {
 };
 
 /// What a model may take at run time instead of from its configuration type: N, P_drop, the
-/// kind of positions (Table 3, rows C, D and E) and the attention variant's name and argument
-/// ("NAME[:ARG]", nn/variant.hpp; empty: the configuration's with its defaults). Shapes stay
+/// kind of positions (Table 3, rows C, D and E), the attention variant's name and argument
+/// ("NAME[:ARG]", nn/variant.hpp; empty: the configuration's with its defaults) and dropout on
+/// the attention weights. Shapes stay
 /// compile-time; these do not change any, so a trainer compiled for one set of widths covers
 /// those rows without another instantiation.
 struct hyperparameters {
@@ -65,15 +67,16 @@ struct hyperparameters {
   double dropout = 0.1;
   positional positions = positional::sinusoidal;
   std::string attention = {};
+  double attention_dropout = 0;
 };
 
 /// The run-time hyperparameters that configuration C names.
 template <class C>
 constexpr hyperparameters defaults() {
   if constexpr (requires { std::string_view(C::attention_spec); })
-    return {C::layers, C::dropout, C::positions, std::string(C::attention_spec)};
+    return {C::layers, C::dropout, C::positions, std::string(C::attention_spec), C::attention_dropout};
   else
-    return {C::layers, C::dropout, C::positions, {}};
+    return {C::layers, C::dropout, C::positions, {}, C::attention_dropout};
 }
 
 /// The base model (Table 3, first row).

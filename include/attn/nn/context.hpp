@@ -60,8 +60,8 @@ struct attention_record {
 
 /// How attention is computed: by the device's fused kernel where the variant allows it and the
 /// keys are many enough for it to pay, by products and a softmax elsewhere (automatic), or
-/// always one way (fused throws where it cannot be: a variant that scores or modifies scores in
-/// its own way, recorded weights).
+/// always one way (fused throws where it cannot be: a variant that scores in a way of its own,
+/// recorded weights). A variant's score modification runs inside the fused kernel.
 enum class attention_path { automatic, fused, unfused };
 
 struct context {

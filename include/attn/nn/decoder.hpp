@@ -17,8 +17,8 @@ struct decoder_layer {
   residual<T, C, Device> self_block, cross_block, ffn_block;
 
   decoder_layer(random_stream& init, const hyperparameters& h)
-      : self_attention(init, attention_kind::decoder_self, variant_spec::parse(h.attention)),
-        cross_attention(init, attention_kind::encoder_decoder, variant_spec::parse(h.attention)),
+      : self_attention(init, attention_kind::decoder_self, variant_spec::parse(h.attention), h.attention_dropout),
+        cross_attention(init, attention_kind::encoder_decoder, variant_spec::parse(h.attention), h.attention_dropout),
         ffn(init),
         self_block(h.dropout),
         cross_block(h.dropout),

@@ -20,7 +20,7 @@ struct encoder_layer {
   residual<T, C, Device> attention_block, ffn_block;
 
   encoder_layer(random_stream& init, const hyperparameters& h)
-      : self_attention(init, attention_kind::encoder_self, variant_spec::parse(h.attention)),
+      : self_attention(init, attention_kind::encoder_self, variant_spec::parse(h.attention), h.attention_dropout),
         ffn(init),
         attention_block(h.dropout),
         ffn_block(h.dropout) {}

@@ -189,17 +189,20 @@ V make_variant(random_stream& init, attention_kind kind, const variant_spec& spe
 
 /// softmax(score(Q, K) · scale + modification + mask) V with the variant's rules (eq. (1) for
 /// the paper's): q [B, H, Q, d_k], k [B, G, keys, d_k], v [B, G, keys, d_v] with G key/value
-/// heads, mask [B, Q, keys] (0 or `masked`). Returns [B, H, Q, d_v]. By the device's fused kernel
-/// (grad/fused_attention.hpp) when the variant is a dot product without a score modification, the
-/// keys are many (fused_attention<Device>::automatic_from_keys) and the context does not ask
-/// otherwise (context::path); else by products and a softmax.
+/// heads, mask [B, Q, keys] (0 or `masked`), dropout with probability weight_dropout on the weights
+/// when the context carries a random stream (the paper has none there). Returns [B, H, Q, d_v].
+/// By the device's fused kernel (grad/fused_attention.hpp) when the variant is a dot product (its
+/// score modification, if any, evaluated inside the kernel), the keys are many
+/// (fused_attention<Device>::automatic_from_keys) and the context does not ask otherwise
+/// (context::path); else by products and a softmax.
 template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
 grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const V& variant, const context& ctx, const grad::variable<A, shape<B, H, Q, DK>, Device>& q,
     const grad::variable<A, shape<B, G, keys, DK>, Device>& k, const grad::variable<A, shape<B, G, keys, DV>, Device>& v,
-    const tensor<A, shape<B, Q, keys>, Device>& mask, attention_kind kind, index_t first_query = 0) {
-  if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query); }) {
-    return variant.attend(ctx, q, k, v, mask, kind, first_query);  // a variant that chooses at run time
+    const tensor<A, shape<B, Q, keys>, Device>& mask, attention_kind kind, index_t first_query = 0,
+    double weight_dropout = 0) {
+  if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); }) {
+    return variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout);  // chooses at run time
   } else {
     const index_t d_k = q.extents().template extent<DK>();
     A scale = A(1) / std::sqrt(A(d_k));
@@ -215,25 +218,44 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     using inputs_type = decltype(detail::modification_inputs(variant, ctx));
     const bool modifies = detail::can_modify<V, S, inputs_type> && rules;
 
-    // The tiled kernel when it can compute this attention (a dot product, no modification yet,
+    // The tiled kernel when it can compute this attention (a dot product, modified or not, with
     // nobody asking for the weights) and, unless asked for, when the keys are many enough for it
     // to pay (docs/fused-attention.md).
     using grouped_queries = decltype(detail::group_heads<G>(ctx.tape, q));
     constexpr bool dot_product_family = !requires(const grouped_queries& gq) { variant.score(ctx, gq, k); };
     const char* unfusable = !fused_attention<Device>::available ? "the device has no fused attention kernel"
                             : !dot_product_family               ? "the variant scores with a function of its own"
-                            : modifies                          ? "the variant modifies scores"
                             : ctx.attention != nullptr          ? "the attention weights are being recorded"
-                                                                : nullptr;
+                            : modifies && !fused_attention<Device>::modifies_scores
+                                ? "the device's kernel does not evaluate score modifications yet"
+                                : nullptr;
     if (ctx.path == attention_path::fused && unfusable)
       throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
     if constexpr (fused_attention<Device>::available && dot_product_family) {
       const bool worth_it = k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys;
       if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
         // The mask, any rule folded in, says what each query sees; the kernel skips the key tiles
-        // it hides entirely (after the diagonal when causal, outside restricted attention's band).
-        return grad::fused_attention(ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale,
-                                     ruled ? &*ruled : &mask);
+        // it hides entirely (after the diagonal when causal, outside restricted attention's band)
+        // and applies the modification a score at a time.
+        const auto* bias = ruled ? &*ruled : &mask;
+        const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
+        if constexpr (detail::can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
+          if (modifies) {
+            const V* policy = &variant;  // outlives the tape: the variant is a module's member
+            return std::apply(
+                [&](const auto&... in) {
+                  return grad::fused_attention(
+                      ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale, bias, every_pair{},
+                      grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
+                        return policy->modify(s, first_query, x...);
+                      }, in...),
+                      on_weights);
+                },
+                detail::modification_inputs(variant, ctx));
+          }
+        }
+        return grad::fused_attention(ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale, bias, every_pair{},
+                                     unmodified{}, on_weights);
       }
     }
 
@@ -271,6 +293,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     }
     auto weights = grad::softmax<keys>(ctx.tape, scores, scale, ruled ? *ruled : mask);  // rows sum to 1
     if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());
+    weights = dropout(ctx, weights, weight_dropout);  // on the weights, when asked (not in the paper)
     return detail::ungroup_heads<H, Q>(
         ctx.tape, grad::product<keys>(ctx.tape, detail::group_heads<G>(ctx.tape, weights), v));  // [B, H, Q, d_v]
   }

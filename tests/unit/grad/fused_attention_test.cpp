@@ -1,6 +1,7 @@
 // grad::fused_attention: gradient checks (double) with padding, causal masks, a rule and grouped
 // key/value heads, and equality with the unfused composition of eq. (1) (products and a masked
-// softmax), values and gradients.
+// softmax), values and gradients; score modifications with learned inputs (ALiBi's slopes, a
+// soft cap) against grad::map on the whole score matrix, and by central differences.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -87,6 +88,147 @@ TEST_CASE("grad::fused_attention equals products and a masked softmax, values an
       CHECK(test::relative_error(got[i].data(), expected[i]) < 1e-12);
     }
   }
+}
+
+/// ALiBi's bias (learned slopes a head) and a soft cap (learned, a head), as variants write them.
+const auto alibi_bias = [](const auto& s, const auto& slopes) {
+  return s - broadcast_like(slopes, s) * abs(index_along<L>(s, 2.0) - index_along<K>(s));
+};
+const auto soft_cap = [](const auto& s, const auto& cap) {
+  return broadcast_like(cap, s) * tanh(s / broadcast_like(cap, s));
+};
+
+TEST_CASE("grad::fused_attention with a score modification equals grad::map on the scores, learned inputs included") {
+  using HK = dim<"heads", 4>;
+  auto q = random_input<shape<B, H, L, DK>>(3, 70);  // across a 64-query tile's edge
+  auto k = random_input<shape<B, HK, K, DK>>(3, 67);
+  auto v = random_input<shape<B, HK, K, DV>>(3, 67);
+  auto slopes = random_input<shape<H>>();
+  auto cap = random_input<shape<H>>();
+  for (index_t h = 0; h < 4; ++h) cap.value()(h) = 0.5 + 0.25 * double(h);  // scores reach past the cap
+  tensor<index_t, shape<B>> lengths(3);
+  lengths(0) = 67, lengths(1) = 30, lengths(2) = 65;
+  tensor<double, shape<B, L, K>> mask(3, 70, 67);
+  for (index_t b = 0; b < 3; ++b)
+    for (index_t i = 0; i < 70; ++i)
+      for (index_t j = 0; j < 67; ++j) mask(b, i, j) = j < lengths(b) && j <= i + 2 ? 0.0 : nn::masked<double>;
+  tensor<double, shape<B, H, L, DV>> r(3, 70);
+  test::fill_random(r);
+  const double scale = 1.5;  // large scores, so that the cap bends them
+
+  const auto values = [](const auto& x) { return std::vector<double>(x.data(), x.data() + x.size()); };
+  for (bool capped : {false, true}) {
+    CAPTURE(capped);
+    auto& input = capped ? cap : slopes;
+    const auto run = [&](bool fused) {
+      q.clear_grad();
+      input.clear_grad();
+      k.clear_grad();
+      v.clear_grad();
+      grad::tape t;
+      auto out = [&] {
+        if (fused) {
+          const grad::key_visibility<B, cpu> visible{&lengths, true, 2};
+          return capped ? grad::fused_attention(&t, q, k, v, visible, scale, nullptr, every_pair{},
+                                                grad::modify_scores(soft_cap, input))
+                        : grad::fused_attention(&t, q, k, v, visible, scale, nullptr, every_pair{},
+                                                grad::modify_scores(alibi_bias, input));
+        }
+        auto scores = grad::product<DK>(&t, q, k);
+        auto modified = capped ? grad::map(&t, [&](const auto& s, const auto& x) { return soft_cap(s * scale, x); },
+                                           scores, input)
+                               : grad::map(&t, [&](const auto& s, const auto& x) { return alibi_bias(s * scale, x); },
+                                           scores, input);
+        return grad::product<K>(&t, grad::softmax<K>(&t, modified, 1.0, mask), v);
+      }();
+      grad::backward(t, test::weighted_sum(&t, out, r));
+      return std::vector{values(out.value()), values(q.grad()), values(k.grad()), values(v.grad()),
+                         values(input.grad())};
+    };
+    const auto expected = run(false);
+    const auto got = run(true);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);  // out, d_q, d_k, d_v, the modification's input
+      CHECK(test::relative_error(got[i].data(), expected[i]) < 1e-12);
+    }
+  }
+}
+
+TEST_CASE("grad::fused_attention with a modification passes gradient checks; constants get no gradient") {
+  auto q = random_input<shape<B, H, L, DK>>(2, 5);
+  auto k = random_input<shape<B, G, K, DK>>(2, 7);
+  auto v = random_input<shape<B, G, K, DV>>(2, 7);
+  auto slopes = random_input<shape<H>>();
+  auto cap = random_input<shape<H>>();
+  for (index_t h = 0; h < 4; ++h) cap.value()(h) = 0.4 + 0.2 * double(h);
+  tensor<index_t, shape<B>> lengths(2);
+  lengths(0) = 7;
+  lengths(1) = 4;
+  tensor<double, shape<B, H, L, DV>> r(2, 5);
+  test::fill_random(r);
+  const grad::key_visibility<B, cpu> visible{&lengths, false, 2};
+  auto both = [](const auto& s, const auto& m, const auto& c) {
+    const auto biased = s - broadcast_like(m, s) * abs(index_along<L>(s, 2.0) - index_along<K>(s));
+    return broadcast_like(c, s) * tanh(biased / broadcast_like(c, s));
+  };
+  auto loss_of = [&](grad::tape* t) {
+    return test::weighted_sum(
+        t, grad::fused_attention(t, q, k, v, visible, 2.0, nullptr, within_two{}, grad::modify_scores(both, slopes, cap)),
+        r);
+  };
+  const auto report = check_gradients(
+      loss_of, {target("q", q), target("k", k), target("v", v), target("slopes", slopes), target("cap", cap)});
+  INFO(report.where);
+  CHECK(report.worst < 1e-7);
+
+  // A constant input (fixed ALiBi slopes): no gradient asked for, none computed.
+  const grad::variable<double, shape<H>> fixed(tensor<double, shape<H>>(slopes.value()));
+  grad::tape t;
+  grad::backward(t, test::weighted_sum(&t, grad::fused_attention(&t, q, k, v, visible, 2.0, nullptr, every_pair{},
+                                                                  grad::modify_scores(alibi_bias, fixed)),
+                                       r));
+  CHECK_FALSE(fixed.has_grad());
+}
+
+TEST_CASE("grad::fused_attention drops the weights grad::dropout drops, from the same numbers") {
+  using HK = dim<"heads", 4>;
+  auto q = random_input<shape<B, H, L, DK>>(2, 70);
+  auto k = random_input<shape<B, HK, K, DK>>(2, 67);
+  auto v = random_input<shape<B, HK, K, DV>>(2, 67);
+  tensor<index_t, shape<B>> lengths(2);
+  lengths(0) = 67, lengths(1) = 40;
+  tensor<double, shape<B, L, K>> mask(2, 70, 67);
+  for (index_t b = 0; b < 2; ++b)
+    for (index_t i = 0; i < 70; ++i)
+      for (index_t j = 0; j < 67; ++j) mask(b, i, j) = j < lengths(b) ? 0.0 : nn::masked<double>;
+  tensor<double, shape<B, H, L, DV>> r(2, 70);
+  test::fill_random(r);
+  const double scale = 0.6, p = 0.3;
+
+  const auto values = [](const auto& x) { return std::vector<double>(x.data(), x.data() + x.size()); };
+  const auto run = [&](bool fused) {
+    q.clear_grad();
+    k.clear_grad();
+    v.clear_grad();
+    random_stream stream(7, 1000);  // part-way through a stream, as in training
+    grad::tape t;
+    auto out = fused ? grad::fused_attention(&t, q, k, v, grad::key_visibility<B, cpu>{&lengths}, scale, nullptr,
+                                             every_pair{}, unmodified{}, grad::weight_dropout{p, &stream})
+                     : grad::product<K>(&t, grad::dropout(&t, grad::softmax<K>(&t, grad::product<DK>(&t, q, k), scale, mask), p, stream), v);
+    grad::backward(t, test::weighted_sum(&t, out, r));
+    return std::vector{values(out.value()), values(q.grad()), values(k.grad()), values(v.grad()),
+                       std::vector<double>{double(stream.position())}};
+  };
+  const auto expected = run(false);
+  const auto got = run(true);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);  // out, d_q, d_k, d_v, the stream's position after
+    CHECK(test::relative_error(got[i].data(), expected[i]) < 1e-12);
+  }
+  // Some weights were dropped: without dropout the output differs.
+  grad::tape t;
+  const auto undropped = grad::fused_attention(&t, q, k, v, grad::key_visibility<B, cpu>{&lengths}, scale);
+  CHECK(test::relative_error(undropped.value().data(), expected[0]) > 0.1);
 }
 
 }  // namespace

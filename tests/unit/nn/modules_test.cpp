@@ -129,8 +129,9 @@ TEST_CASE_TEMPLATE("nn: the whole model passes gradient checks through its loss"
   CHECK(report.checked > 300);
 }
 
-TEST_CASE("nn: the whole model with fused attention passes gradient checks and equals the unfused one") {
-  nn::transformer<double, test::micro> model(11, 5);
+TEST_CASE_TEMPLATE("nn: the whole model with fused attention passes gradient checks and equals the unfused one", C,
+                   test::micro, test::micro_alibi) {  // ALiBi: learned slopes, modified inside the kernel
+  nn::transformer<double, C> model(11, 5);
   auto list = model.parameters();
   randomise(list);
   const auto source = test::tokens<src>(2, 4, {5, 6, 7, 2, 9, 3, 2, 0});

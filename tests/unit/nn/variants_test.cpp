@@ -169,8 +169,7 @@ TEST_CASE("variants: asking for the fused kernel where it cannot run says why") 
   const auto fused = nn::attention_path::fused;
   CHECK_THROWS_WITH_AS(attend(additive, in, {}, 0, nullptr, fused), doctest::Contains("scores with a function"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(attend(alibi, in, {}, 0, nullptr, fused), doctest::Contains("modifies scores"),
-                       std::invalid_argument);
+  CHECK_NOTHROW(attend(alibi, in, {}, 0, nullptr, fused));  // a modification runs inside the kernel
   nn::attention_record record;
   CHECK_THROWS_WITH_AS(nn::variant_attention(make<nn::scaled_dot_product>(""), nn::context{nullptr, nullptr, &record, fused},
                                              in.q, in.k, in.v, in.mask, nn::attention_kind::encoder_self),
@@ -178,6 +177,36 @@ TEST_CASE("variants: asking for the fused kernel where it cannot run says why") 
   // Where rules do not apply (ALiBi in cross-attention), ALiBi is plain dot-product attention: fused.
   const auto cross = make<nn::alibi>("alibi", nn::attention_kind::encoder_decoder);
   CHECK_NOTHROW(attend(cross, in, nn::attention_kind::encoder_decoder, 0, nullptr, fused));
+}
+
+TEST_CASE("variants: dropout on the weights drops the same weights on both paths, and none at inference") {
+  const inputs<heads> in(true);
+  const auto paper = make<nn::scaled_dot_product>("");
+  const auto learned = make<nn::alibi>("alibi:learned", nn::attention_kind::decoder_self);
+  const auto run = [&](const auto& variant, nn::attention_path path, bool training) {
+    in.q.clear_grad();
+    learned.slopes.clear_grad();
+    random_stream stream(3, 50);
+    grad::tape t;
+    const auto out = nn::variant_attention(variant, nn::context{&t, training ? &stream : nullptr, nullptr, path}, in.q,
+                                           in.k, in.v, in.mask, nn::attention_kind::decoder_self, 1, 0.4);
+    grad::backward(t, test::weighted_sum(&t, out, test::random_like(out)));
+    return std::pair{tensor<double, shape<batch, heads, tgt, d_v>>(out.value()),
+                     tensor<double, shape<batch, heads, tgt, d_k>>(in.q.grad())};
+  };
+  const auto check_paths = [&](const auto& variant) {
+    test::rng().seed(5);
+    const auto [fused, fused_grad] = run(variant, nn::attention_path::fused, true);
+    test::rng().seed(5);
+    const auto [unfused, unfused_grad] = run(variant, nn::attention_path::unfused, true);
+    CHECK(largest_difference(fused, unfused) < 1e-12);
+    CHECK(largest_difference(fused_grad, unfused_grad) < 1e-12);
+    const auto [inference, inference_grad] = run(variant, nn::attention_path::fused, false);
+    CHECK(largest_difference(fused, inference) > 0.01);  // weights were dropped in training only
+    CHECK(largest_difference(inference, attend(variant, in, nn::attention_kind::decoder_self, 1).value()) < 1e-12);
+  };
+  check_paths(paper);
+  check_paths(learned);
 }
 
 TEST_CASE("variants: additive attention, vᵀ tanh(q + k) a head, matches loops; its v gets gradients") {
@@ -254,13 +283,19 @@ TEST_CASE("variants: ALiBi biases head h by -m_h |i - j|; learned slopes get gra
       return dot / std::sqrt(3.0) - std::exp2(-2.0 * double(h + 1)) * double(std::abs(i + first - j));
     });
   };
-  CHECK(largest_difference(attend(fixed, in).value(), reference(in, bias_from(0), everywhere)) < 1e-12);
-  CHECK(largest_difference(attend(fixed, causal, nn::attention_kind::decoder_self, 2).value(),
-                           reference(causal, bias_from(2), everywhere)) < 1e-12);
-  const auto cross = make<nn::alibi>("alibi", nn::attention_kind::encoder_decoder);
-  CHECK(largest_difference(attend(cross, in, nn::attention_kind::encoder_decoder).value(),
-                           reference(in, scaled, everywhere)) < 1e-12);
-  check_gradients(learned, causal, {test::target("alibi.slopes", learned.slopes)}, nn::attention_kind::decoder_self, 1);
+  for (auto path : both_paths) {
+    CAPTURE(path);
+    const auto self = nn::attention_kind::encoder_self;
+    CHECK(largest_difference(attend(fixed, in, self, 0, nullptr, path).value(), reference(in, bias_from(0), everywhere)) <
+          1e-12);
+    CHECK(largest_difference(attend(fixed, causal, nn::attention_kind::decoder_self, 2, nullptr, path).value(),
+                             reference(causal, bias_from(2), everywhere)) < 1e-12);
+    const auto cross = make<nn::alibi>("alibi", nn::attention_kind::encoder_decoder);
+    CHECK(largest_difference(attend(cross, in, nn::attention_kind::encoder_decoder, 0, nullptr, path).value(),
+                             reference(in, scaled, everywhere)) < 1e-12);
+    check_gradients(learned, causal, {test::target("alibi.slopes", learned.slopes)}, nn::attention_kind::decoder_self,
+                    1, path);
+  }
 
   grad::parameter_list<double> fixed_list, learned_list;
   auto fixed_copy = fixed;
@@ -332,7 +367,13 @@ struct micro_capped : test::micro {
 TEST_CASE("variants: a variant of your own passes the gradient check of the shipped ones") {
   const inputs<heads> in(true);
   const auto capped = make<soft_capped>("soft-capped");
-  check_gradients(capped, in, {test::target("cap", capped.cap)}, nn::attention_kind::decoder_self);
+  for (auto path : both_paths) {
+    CAPTURE(path);  // its modification also runs inside the fused kernel, with the cap's gradient
+    check_gradients(capped, in, {test::target("cap", capped.cap)}, nn::attention_kind::decoder_self, 0, path);
+  }
+  CHECK(largest_difference(attend(capped, in, nn::attention_kind::decoder_self, 0, nullptr, nn::attention_path::fused).value(),
+                           attend(capped, in, nn::attention_kind::decoder_self, 0, nullptr, nn::attention_path::unfused).value()) <
+        1e-12);
 }
 
 TEST_CASE("variants: a variant written outside the library trains a whole model through nn") {

@@ -33,9 +33,12 @@ struct one_of {
 
   template <class Q, class K, class V, class M>
   auto attend(const context& ctx, const Q& q, const K& k, const V& v, const M& mask, attention_kind kind,
-              index_t first_query) const {
+              index_t first_query, double weight_dropout) const {
     return std::visit(
-        [&](const auto& variant) { return variant_attention(variant, ctx, q, k, v, mask, kind, first_query); }, chosen);
+        [&](const auto& variant) {
+          return variant_attention(variant, ctx, q, k, v, mask, kind, first_query, weight_dropout);
+        },
+        chosen);
   }
 
   template <class List>
