@@ -13,3 +13,4 @@
 #include "affine.cuh"
 #include "assign.cuh"
 #include "primitives.cuh"
+#include "fused_attention.cuh"

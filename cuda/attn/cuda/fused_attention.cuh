@@ -1,0 +1,333 @@
+// Fused attention on the GPU (core/fused_attention.hpp): the CPU kernel's algorithm
+// (cpu/fused_attention.hpp, its readable reference) in CUDA cores, float or double throughout.
+//   forward    a block a (sentence, head, 64 queries), a thread a query row: its query, its
+//              running maximum and sum and its output in registers; key and value tiles of 32
+//              rows pass through shared memory; the row's log-sum-exp is saved.
+//   backward   D = rowsum(dO ⊙ O); then a block a (sentence, key/value head, 64 keys), a thread a
+//              key row, gathers dK and dV over every query of the heads that read it, and a block
+//              a (sentence, head, 64 queries) gathers dQ: no two threads write one gradient, no
+//              atomics, the same bits every run.
+// The first GPU version, for correctness and the fp32 path the issue asks for: no tensor cores
+// (mma.sync with bf16/fp16 is the next one), and a variant's score modification is not evaluated
+// here yet (`modifies_scores` is false, so nn keeps such variants on the unfused path on the GPU).
+// Head dims up to 128, any lengths, padding, causal masks, a bias, grouped-query heads, dropout.
+#pragma once
+
+#include <attn/core.hpp>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "memory.cuh"
+
+namespace attn::cuda_backend::fused_attention_kernels {
+
+inline constexpr int query_rows = 64;  // threads, and queries, a block of the forward and dQ
+inline constexpr int key_rows = 64;    // threads, and keys, a block of dK and dV
+
+/// Rows of the other side staged in shared memory at a time: two [tile, D] arrays in 40 KiB
+/// (48 KiB is the static limit), so 16 for double at D = 128, 32 otherwise.
+template <class T, int D>
+inline constexpr int tile = 2 * 32 * D * int(sizeof(T)) <= 40 * 1024 ? 32 : 16;
+
+template <class T>
+__device__ inline T exp_of(T a) {
+  if constexpr (std::is_same_v<T, float>) return ::expf(a);
+  else return ::exp(a);
+}
+template <class T>
+__device__ inline T log_of(T a) {
+  if constexpr (std::is_same_v<T, float>) return ::logf(a);
+  else return ::log(a);
+}
+template <class T>
+__device__ inline T infinity() {
+  return std::numeric_limits<T>::infinity();
+}
+
+/// The end of the keys sentence b's queries may see (padding at the end), before the causal rule.
+__device__ inline index_t key_end_of(const fused_attention_problem& p, index_t b) {
+  return p.key_lengths ? (p.key_lengths[b] < p.keys ? p.key_lengths[b] : p.keys) : p.keys;
+}
+
+/// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
+template <class T, class Rule>
+__device__ inline bool visible(const fused_attention_problem& p, index_t b, index_t i, index_t j, index_t key_end,
+                               const T* bias, const Rule& rule) {
+  const index_t position = p.first_query + i;
+  return j < key_end && (!p.causal || j <= position) && rule(position, j) &&
+         (!bias || bias[(b * p.queries + i) * p.keys + j] > T(hidden_bias));
+}
+
+/// Offsets of head h's rows and of the key/value head it reads.
+struct heads_of {
+  index_t query_row;  // first row of (b, h) in [batch · heads · queries]
+  index_t kv_row;     // first row of (b, h / group) in [batch · kv_heads · keys]
+  __device__ heads_of(const fused_attention_problem& p, index_t b, index_t h)
+      : query_row((b * p.heads + h) * p.queries), kv_row((b * p.kv_heads + h / (p.heads / p.kv_heads)) * p.keys) {}
+};
+
+/// Loads `count` rows of width d from rows `first` … of x into shared s[tile][D] (zeros past them).
+template <int D, class T>
+__device__ inline void stage(T (*s)[D], const T* x, index_t first, index_t count, index_t d) {
+  for (int e = threadIdx.x; e < tile<T, D> * D; e += blockDim.x) {
+    const int r = e / D, c = e % D;
+    s[r][c] = r < count && c < d ? x[(first + r) * d + c] : T(0);
+  }
+}
+
+template <int D, class T, class Rule>
+__global__ void forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out,
+                        T* log_sum_exp, Rule rule) {
+  constexpr int tile = fused_attention_kernels::tile<T, D>;
+  __shared__ T keys_tile[tile][D];
+  __shared__ T values_tile[tile][D];
+  const index_t b = blockIdx.z, h = blockIdx.y;
+  const index_t first = index_t(blockIdx.x) * query_rows, i = first + threadIdx.x;
+  const bool row = i < p.queries;
+  const heads_of at(p, b, h);
+  const index_t key_end = key_end_of(p, b);
+  // Keys this block's queries may see: up to the last query's position when causal.
+  index_t block_end = key_end;
+  if (p.causal) {
+    const index_t last = (first + query_rows < p.queries ? first + query_rows : p.queries) - 1 + p.first_query + 1;
+    block_end = block_end < last ? block_end : last;
+  }
+
+  T query[D], acc[D];
+  for (int c = 0; c < D; ++c) {
+    query[c] = row && c < p.d_k ? q[(at.query_row + i) * p.d_k + c] : T(0);
+    acc[c] = T(0);
+  }
+  T running_max = -infinity<T>(), running_sum = T(0);
+  const T scale = T(p.scale);
+  for (index_t key = 0; key < block_end; key += tile) {
+    const index_t count = block_end - key < tile ? block_end - key : tile;
+    __syncthreads();
+    stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
+    stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);
+    __syncthreads();
+    if (!row) continue;
+    for (index_t j = 0; j < count; ++j) {
+      if (!visible(p, b, i, key + j, key_end, bias, rule)) continue;
+      T s = T(0);
+      for (int c = 0; c < D; ++c) s += query[c] * keys_tile[j][c];
+      s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + key + j] : T(0));
+      const T new_max = s > running_max ? s : running_max;
+      const T rescale = exp_of(running_max - new_max);  // 0 for the first visible key
+      const T weight = exp_of(s - new_max);
+      running_sum = running_sum * rescale + weight;
+      const T kept = p.dropout > 0 ? weight * T(p.kept(b, h, i, key + j)) : weight;  // after the sum
+      for (int c = 0; c < D; ++c) acc[c] = acc[c] * rescale + kept * values_tile[j][c];
+      running_max = new_max;
+    }
+  }
+  if (!row) return;
+  for (int c = 0; c < p.d_v && c < D; ++c)
+    out[(at.query_row + i) * p.d_v + c] = running_sum > T(0) ? acc[c] / running_sum : T(0);
+  log_sum_exp[at.query_row + i] = running_sum > T(0) ? running_max + log_of(running_sum) : -infinity<T>();
+}
+
+/// D_r = Σ_c dO[r, c] · O[r, c], a thread a row.
+template <class T>
+__global__ void row_dots(const T* d_out, const T* out, T* dots, index_t rows, index_t d_v) {
+  const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  T sum = T(0);
+  for (index_t c = 0; c < d_v; ++c) sum += d_out[r * d_v + c] * out[r * d_v + c];
+  dots[r] = sum;
+}
+
+/// dK and dV of 64 keys of one key/value head: a thread a key, over every query that reads it.
+template <int D, class T, class Rule>
+__global__ void backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
+                              const T* d_out, const T* log_sum_exp, const T* dots, T* d_k, T* d_v, Rule rule) {
+  constexpr int tile = fused_attention_kernels::tile<T, D>;
+  __shared__ T queries_tile[tile][D];
+  __shared__ T d_out_tile[tile][D];
+  __shared__ T lse_tile[tile], dots_tile[tile];
+  const index_t b = blockIdx.z, kv_head = blockIdx.y;
+  const index_t j = index_t(blockIdx.x) * key_rows + threadIdx.x;
+  const index_t key_end = key_end_of(p, b);
+  const bool row = j < p.keys;
+  const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys;
+  T key[D], value[D], dk[D], dv[D];
+  for (int c = 0; c < D; ++c) {
+    key[c] = row && c < p.d_k ? k[(kv_row + j) * p.d_k + c] : T(0);
+    value[c] = row && c < p.d_v ? v[(kv_row + j) * p.d_v + c] : T(0);
+    dk[c] = dv[c] = T(0);
+  }
+  const T scale = T(p.scale);
+  const index_t group = p.heads / p.kv_heads;
+  const index_t first_key = index_t(blockIdx.x) * key_rows;
+  for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+    const index_t query_row = (b * p.heads + h) * p.queries;
+    // Causal: queries before the first key's position see none of this block's keys.
+    index_t first_query = 0;
+    if (p.causal && first_key > p.first_query) first_query = first_key - p.first_query;
+    for (index_t query = first_query - first_query % tile; query < p.queries; query += tile) {
+      const index_t count = p.queries - query < tile ? p.queries - query : tile;
+      __syncthreads();
+      stage<D>(queries_tile, q + query_row * p.d_k, query, count, p.d_k);
+      stage<D>(d_out_tile, d_out + query_row * p.d_v, query, count, p.d_v);
+      for (int r = threadIdx.x; r < tile; r += blockDim.x) {
+        lse_tile[r] = r < count ? log_sum_exp[query_row + query + r] : T(0);
+        dots_tile[r] = r < count ? dots[query_row + query + r] : T(0);
+      }
+      __syncthreads();
+      if (!row) continue;
+      for (index_t r = 0; r < count; ++r) {
+        const index_t i = query + r;
+        if (!visible(p, b, i, j, key_end, bias, rule) || lse_tile[r] == -infinity<T>()) continue;
+        T s = T(0), dp = T(0);
+        for (int c = 0; c < D; ++c) {
+          s += queries_tile[r][c] * key[c];
+          dp += d_out_tile[r][c] * value[c];
+        }
+        s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + j] : T(0));
+        const T probability = exp_of(s - lse_tile[r]);
+        const T kept = p.dropout > 0 ? T(p.kept(b, h, i, j)) : T(1);
+        const T d_score = probability * (dp * kept - dots_tile[r]);
+        for (int c = 0; c < D; ++c) {
+          dv[c] += probability * kept * d_out_tile[r][c];
+          dk[c] += scale * d_score * queries_tile[r][c];
+        }
+      }
+    }
+  }
+  if (!row) return;
+  for (int c = 0; c < D; ++c) {
+    if (c < p.d_k) d_k[(kv_row + j) * p.d_k + c] = dk[c];
+    if (c < p.d_v) d_v[(kv_row + j) * p.d_v + c] = dv[c];
+  }
+}
+
+/// dQ of 64 queries of one head: a thread a query, over every key it sees.
+template <int D, class T, class Rule>
+__global__ void backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
+                                 const T* d_out, const T* log_sum_exp, const T* dots, T* d_q, Rule rule) {
+  constexpr int tile = fused_attention_kernels::tile<T, D>;
+  __shared__ T keys_tile[tile][D];
+  __shared__ T values_tile[tile][D];
+  const index_t b = blockIdx.z, h = blockIdx.y;
+  const index_t first = index_t(blockIdx.x) * query_rows, i = first + threadIdx.x;
+  const bool row = i < p.queries;
+  const heads_of at(p, b, h);
+  const index_t key_end = key_end_of(p, b);
+  index_t block_end = key_end;
+  if (p.causal) {
+    const index_t last = (first + query_rows < p.queries ? first + query_rows : p.queries) - 1 + p.first_query + 1;
+    block_end = block_end < last ? block_end : last;
+  }
+  T query[D], d_o[D], dq[D];
+  for (int c = 0; c < D; ++c) {
+    query[c] = row && c < p.d_k ? q[(at.query_row + i) * p.d_k + c] : T(0);
+    d_o[c] = row && c < p.d_v ? d_out[(at.query_row + i) * p.d_v + c] : T(0);
+    dq[c] = T(0);
+  }
+  const T lse = row ? log_sum_exp[at.query_row + i] : T(0);
+  const T dot = row ? dots[at.query_row + i] : T(0);
+  const T scale = T(p.scale);
+  for (index_t key = 0; key < block_end; key += tile) {
+    const index_t count = block_end - key < tile ? block_end - key : tile;
+    __syncthreads();
+    stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
+    stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);
+    __syncthreads();
+    if (!row || lse == -infinity<T>()) continue;
+    for (index_t j = 0; j < count; ++j) {
+      if (!visible(p, b, i, key + j, key_end, bias, rule)) continue;
+      T s = T(0), dp = T(0);
+      for (int c = 0; c < D; ++c) {
+        s += query[c] * keys_tile[j][c];
+        dp += d_o[c] * values_tile[j][c];
+      }
+      s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + key + j] : T(0));
+      const T probability = exp_of(s - lse);
+      const T kept = p.dropout > 0 ? T(p.kept(b, h, i, key + j)) : T(1);
+      const T d_score = probability * (dp * kept - dot);
+      for (int c = 0; c < D; ++c) dq[c] += scale * d_score * keys_tile[j][c];
+    }
+  }
+  if (!row) return;
+  for (int c = 0; c < p.d_k && c < D; ++c) d_q[(at.query_row + i) * p.d_k + c] = dq[c];
+}
+
+/// Calls f with the smallest compiled head width (32, 64, 128) that holds d_k and d_v.
+template <class F>
+void with_head_width(const fused_attention_problem& p, F&& f) {
+  const index_t d = p.d_k > p.d_v ? p.d_k : p.d_v;
+  if (d <= 32) f(std::integral_constant<int, 32>{});
+  else if (d <= 64) f(std::integral_constant<int, 64>{});
+  else if (d <= 128) f(std::integral_constant<int, 128>{});
+  else
+    throw std::invalid_argument("attn::fused_attention<cuda>: head widths up to 128, not d_k " + std::to_string(p.d_k) +
+                                " / d_v " + std::to_string(p.d_v));
+}
+
+inline unsigned blocks(index_t n, int per_block) {
+  return static_cast<unsigned>((n + per_block - 1) / per_block);
+}
+
+}  // namespace attn::cuda_backend::fused_attention_kernels
+
+namespace attn {
+
+template <>
+struct fused_attention<cuda> {
+  static constexpr bool available = true;
+  // Never chosen automatically until it has been measured on a GPU (docs/fused-attention.md):
+  // nn takes it only when asked (context::path).
+  static constexpr index_t automatic_from_keys = std::numeric_limits<index_t>::max();
+  static constexpr bool modifies_scores = false;
+
+  template <class T, class Rule = every_pair, class Modification = unmodified>
+  static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
+                      T* log_sum_exp, Rule rule = {}, const Modification& = {}) {
+    static_assert(std::is_same_v<Modification, unmodified>,
+                  "attn::fused_attention<cuda>: score modifications are not evaluated by the GPU kernel yet");
+    namespace kernels = cuda_backend::fused_attention_kernels;
+    if (p.batch * p.heads * p.queries == 0) return;
+    kernels::with_head_width(p, [&](auto width) {
+      const dim3 grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
+      kernels::forward<decltype(width)::value><<<grid, kernels::query_rows, 0, cuda_backend::stream()>>>(
+          p, q, k, v, bias, out, log_sum_exp, rule);
+    });
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <class T, class Rule = every_pair, class Modification = unmodified>
+  static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
+                       const T* out, const T* d_out, const T* log_sum_exp, T* d_q, T* d_k, T* d_v, Rule rule = {},
+                       const Modification& = {}, T* = nullptr) {
+    static_assert(std::is_same_v<Modification, unmodified>,
+                  "attn::fused_attention<cuda>: score modifications are not evaluated by the GPU kernel yet");
+    namespace kernels = cuda_backend::fused_attention_kernels;
+    const index_t rows = p.batch * p.heads * p.queries;
+    const auto scratch = cuda_backend::allocate_scratch(static_cast<std::size_t>(rows) * sizeof(T));
+    T* const dots = static_cast<T*>(scratch.get());
+    if (rows > 0) {
+      kernels::row_dots<<<kernels::blocks(rows, 256), 256, 0, cuda_backend::stream()>>>(d_out, out, dots, rows, p.d_v);
+      ATTN_CUDA_CHECK(cudaGetLastError());
+    }
+    kernels::with_head_width(p, [&](auto width) {
+      constexpr int D = decltype(width)::value;
+      if (p.batch * p.kv_heads * p.keys > 0) {
+        const dim3 key_grid(kernels::blocks(p.keys, kernels::key_rows), unsigned(p.kv_heads), unsigned(p.batch));
+        kernels::backward_keys<D><<<key_grid, kernels::key_rows, 0, cuda_backend::stream()>>>(
+            p, q, k, v, bias, d_out, log_sum_exp, dots, d_k, d_v, rule);
+        ATTN_CUDA_CHECK(cudaGetLastError());
+      }
+      if (rows > 0) {
+        const dim3 query_grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
+        kernels::backward_queries<D><<<query_grid, kernels::query_rows, 0, cuda_backend::stream()>>>(
+            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule);
+        ATTN_CUDA_CHECK(cudaGetLastError());
+      }
+    });
+  }
+};
+
+}  // namespace attn

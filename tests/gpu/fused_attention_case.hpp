@@ -1,0 +1,114 @@
+// One fused attention call, forward and backward through grad::fused_attention, written once
+// over the device: fused_attention_cpu.cpp instantiates it for the CPU (g++, Eigen: the CPU
+// kernel, itself tested against plain loops in tests/unit), fused_attention_test.cu for the GPU
+// (nvcc), and the test compares the two. Inputs come from a seeded generator on the host, so both
+// sides see the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <attn/core.hpp>
+#include <attn/grad/fused_attention.hpp>
+
+namespace fused_case {
+
+using attn::index_t;
+
+struct sizes {
+  index_t batch, heads, kv_heads, queries, keys, d_k, d_v;
+  bool causal = false;
+  index_t first_query = 0;
+  bool padded = false;  // the last sentence's keys end early
+  bool biased = false;  // an additive bias [batch, queries, keys], some pairs hidden
+  double dropout = 0;   // on the weights, from a fixed stream
+
+  std::string str() const {
+    return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
+           std::to_string(queries) + " k" + std::to_string(keys) + " d" + std::to_string(d_k) + "/" +
+           std::to_string(d_v) + (causal ? " causal" : "") + (first_query ? " from " + std::to_string(first_query) : "") +
+           (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "");
+  }
+};
+
+/// The output, every input's gradient, and the random stream's position after the call.
+struct result {
+  std::vector<double> out, d_q, d_k, d_v;
+  std::uint64_t stream_position = 0;
+};
+
+template <class T, class Device>
+result run(const sizes& z, unsigned seed) {
+  using namespace attn;
+  using B = dim<"batch">;
+  using H = dim<"heads">;
+  using G = dim<"kv_heads">;
+  using Q = dim<"queries">;
+  using K = dim<"keys">;
+  using DK = dim<"d_k">;
+  using DV = dim<"d_v">;
+  std::mt19937 generator(seed);
+  const auto random = [&](auto sizes, double lo = -1, double hi = 1) {
+    tensor<T, typename decltype(sizes)::shape_type, cpu> host(sizes);
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (index_t i = 0; i < host.size(); ++i) host.data()[i] = T(u(generator));
+    return host;
+  };
+  const auto q_host = random(extents<shape<B, H, Q, DK>>(z.batch, z.heads, z.queries, z.d_k));
+  const auto k_host = random(extents<shape<B, G, K, DK>>(z.batch, z.kv_heads, z.keys, z.d_k));
+  const auto v_host = random(extents<shape<B, G, K, DV>>(z.batch, z.kv_heads, z.keys, z.d_v));
+  const auto r_host = random(extents<shape<B, H, Q, DV>>(z.batch, z.heads, z.queries, z.d_v));
+  auto bias_host = random(extents<shape<B, Q, K>>(z.batch, z.queries, z.keys), -2, 2);
+  for (index_t i = 0; i < bias_host.size(); ++i)
+    if (bias_host.data()[i] < T(-1.6)) bias_host.data()[i] = T(-1e9);  // a tenth of the pairs hidden
+  tensor<index_t, shape<B>, cpu> lengths_host(extents<shape<B>>(z.batch));
+  for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = z.padded && b == z.batch - 1 ? (z.keys + 1) / 2 : z.keys;
+
+  grad::variable<T, shape<B, H, Q, DK>, Device> q(to_device<Device>(q_host), true);
+  grad::variable<T, shape<B, G, K, DK>, Device> k(to_device<Device>(k_host), true);
+  grad::variable<T, shape<B, G, K, DV>, Device> v(to_device<Device>(v_host), true);
+  const auto bias = to_device<Device>(bias_host);
+  const auto lengths = to_device<Device>(lengths_host);
+  random_stream stream(11, 123);
+  grad::tape t;
+  const auto out = grad::fused_attention(&t, q, k, v, grad::key_visibility<B, Device>{&lengths, z.causal, z.first_query},
+                                         T(1 / std::sqrt(double(z.d_k))), z.biased ? &bias : nullptr, every_pair{},
+                                         unmodified{}, grad::weight_dropout{z.dropout, &stream});
+  out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
+  t.replay();
+
+  const auto doubles = [](const auto& x) {
+    const auto host = to_host(x);
+    return std::vector<double>(host.data(), host.data() + host.size());
+  };
+  return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad()), stream.position()};
+}
+
+/// The cases both sides run: lengths 1, 17, 128, 129 and 1000, head widths 32, 64 and 128,
+/// padding, causal (and shifted) masks, a bias, grouped and multi-query heads, dropout.
+inline std::vector<sizes> cases() {
+  std::vector<sizes> all;
+  for (index_t length : {1, 17, 128, 129, 1000})
+    for (index_t d : {32, 64, 128}) {
+      if (length == 1000 && d != 64) continue;  // the long case once
+      all.push_back({2, 4, 4, length, length, d, d, false, 0, true});
+      all.push_back({2, 4, 2, length, length, d, d, true, 0, true});
+    }
+  all.push_back({2, 4, 1, 70, 95, 64, 32, true, 25, false, true});  // multi-query, decoding-like shift, bias
+  all.push_back({3, 2, 2, 65, 67, 40, 24, false, 0, true, true});   // odd head widths
+  all.push_back({2, 4, 4, 129, 129, 64, 64, true, 0, true, false, 0.2});  // dropout
+  return all;
+}
+
+/// Runs every case for T on Device; a result a case, in cases() order.
+template <class T, class Device>
+std::vector<result> run_all() {
+  std::vector<result> all;
+  unsigned seed = 1;
+  for (const auto& z : cases()) all.push_back(run<T, Device>(z, seed++));
+  return all;
+}
+
+}  // namespace fused_case

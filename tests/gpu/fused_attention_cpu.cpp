@@ -1,0 +1,11 @@
+// The CPU side of fused_attention_test: fused_attention_case.hpp on the CPU kernel (g++, Eigen).
+#include <attn/cpu.hpp>
+
+#include "fused_attention_case.hpp"
+
+namespace fused_case {
+
+std::vector<result> cpu_float() { return run_all<float, attn::cpu>(); }
+std::vector<result> cpu_double() { return run_all<double, attn::cpu>(); }
+
+}  // namespace fused_case

@@ -1,0 +1,70 @@
+// Fused attention on the GPU (cuda/attn/cuda/fused_attention.cuh) against the CPU kernel
+// (fused_attention_cpu.cpp): outputs and every input's gradient, float and double, for the
+// cases of fused_attention_case.hpp; dropout draws the same numbers on both. The GPU kernels are
+// deterministic: two runs give the same bits.
+#include "gpu_test.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fused_attention_case.hpp"
+
+namespace fused_case {
+std::vector<result> cpu_float();
+std::vector<result> cpu_double();
+}  // namespace fused_case
+
+namespace {
+
+using namespace gpu_test;
+
+/// ‖got − want‖ / ‖want‖ (‖got − want‖ when want is zero); NaN gives infinity.
+double relative(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+template <class T>
+void compare(const std::vector<fused_case::result>& cpu, double tolerance, const std::string& type) {
+  const auto cases = fused_case::cases();
+  const auto gpu = fused_case::run_all<T, attn::cuda>();
+  settle("fused attention " + type);
+  const auto again = fused_case::run_all<T, attn::cuda>();
+  settle("fused attention " + type + ", again");
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const std::string name = "fused " + type + " " + cases[c].str();
+    const char* parts[] = {"out", "d_q", "d_k", "d_v"};
+    using part = std::vector<double> fused_case::result::*;
+    const part members[] = {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
+                            &fused_case::result::d_v};
+    for (int m = 0; m < 4; ++m) {
+      const double error = relative(gpu[c].*members[m], cpu[c].*members[m]);
+      char detail[64];
+      std::snprintf(detail, sizeof detail, "relative error %.2e", error);
+      expect(error < tolerance, name + " " + parts[m], detail);
+      expect(gpu[c].*members[m] == again[c].*members[m], name + " " + parts[m] + " deterministic");
+    }
+    expect(gpu[c].stream_position == cpu[c].stream_position, name + " draws as many numbers");
+  }
+}
+
+}  // namespace
+
+int main() {
+  if (const int status = skip_without_device(); status != 0) return status;
+  try {
+    compare<float>(fused_case::cpu_float(), 1e-5, "float");
+    compare<double>(fused_case::cpu_double(), 1e-12, "double");
+  } catch (const std::exception& e) {
+    fail("fused attention", e.what());
+  }
+  return finish();
+}
