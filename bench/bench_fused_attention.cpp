@@ -106,7 +106,7 @@ void attention_alibi(benchmark::State& state, bool fused, bool backward) {
     auto out = nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, q, k, v, mask,
                                      nn::attention_kind::decoder_self);
     if (backward) {
-      grad::backward(tape, grad::sum<nn::batch>(t, grad::sum<C::heads>(t, grad::sum<nn::tgt>(t, grad::sum<C::d_v>(t, out)))));
+      grad::backward(tape, grad::sum<nn::batch>(t, grad::sum<C::heads>(t, grad::sum<nn::tgt>(t, grad::sum<C::d_k>(t, out)))));
       memory<Device>::copy_to_host(&last, q.grad().data(), sizeof(A));
     } else {
       memory<Device>::copy_to_host(&last, out.value().data(), sizeof(A));

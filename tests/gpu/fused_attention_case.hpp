@@ -21,22 +21,22 @@ struct sizes {
   index_t batch, heads, kv_heads, queries, keys, d_k, d_v;
   bool causal = false;
   index_t first_query = 0;
-  bool padded = false;  // the last sentence's keys end early
+  bool padded = false;  // the last sentence's keys end early (none at all when `empty`)
   bool biased = false;  // an additive bias [batch, queries, keys], some pairs hidden
   double dropout = 0;   // on the weights, from a fixed stream
+  bool empty = false;   // with padded: the last sentence has no keys (rows with nothing to see)
 
   std::string str() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
            std::to_string(queries) + " k" + std::to_string(keys) + " d" + std::to_string(d_k) + "/" +
            std::to_string(d_v) + (causal ? " causal" : "") + (first_query ? " from " + std::to_string(first_query) : "") +
-           (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "");
+           (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "") + (empty ? " empty" : "");
   }
 };
 
-/// The output, every input's gradient, and the random stream's position after the call.
+/// The output and every input's gradient.
 struct result {
   std::vector<double> out, d_q, d_k, d_v;
-  std::uint64_t stream_position = 0;
 };
 
 template <class T, class Device>
@@ -64,7 +64,7 @@ result run(const sizes& z, unsigned seed) {
   for (index_t i = 0; i < bias_host.size(); ++i)
     if (bias_host.data()[i] < T(-1.6)) bias_host.data()[i] = T(-1e9);  // a tenth of the pairs hidden
   tensor<index_t, shape<B>, cpu> lengths_host(extents<shape<B>>(z.batch));
-  for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = z.padded && b == z.batch - 1 ? (z.keys + 1) / 2 : z.keys;
+  for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = z.padded && b == z.batch - 1 ? (z.empty ? 0 : (z.keys + 1) / 2) : z.keys;
 
   grad::variable<T, shape<B, H, Q, DK>, Device> q(to_device<Device>(q_host), true);
   grad::variable<T, shape<B, G, K, DK>, Device> k(to_device<Device>(k_host), true);
@@ -83,11 +83,12 @@ result run(const sizes& z, unsigned seed) {
     const auto host = to_host(x);
     return std::vector<double>(host.data(), host.data() + host.size());
   };
-  return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad()), stream.position()};
+  return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad())};
 }
 
 /// The cases both sides run: lengths 1, 17, 128, 129 and 1000, head widths 32, 64 and 128,
-/// padding, causal (and shifted) masks, a bias, grouped and multi-query heads, dropout.
+/// padding (a sentence with no keys too), causal (and shifted) masks, a bias, grouped and
+/// multi-query heads, dropout.
 inline std::vector<sizes> cases() {
   std::vector<sizes> all;
   for (index_t length : {1, 17, 128, 129, 1000})
@@ -98,7 +99,9 @@ inline std::vector<sizes> cases() {
     }
   all.push_back({2, 4, 1, 70, 95, 64, 32, true, 25, false, true});  // multi-query, decoding-like shift, bias
   all.push_back({3, 2, 2, 65, 67, 40, 24, false, 0, true, true});   // odd head widths
-  all.push_back({2, 4, 4, 129, 129, 64, 64, true, 0, true, false, 0.2});  // dropout
+  all.push_back({2, 4, 2, 129, 129, 64, 64, true, 0, true, true, 0.2});   // dropout, bias, grouped heads
+  all.push_back({2, 2, 2, 40, 100, 64, 64, true, 10, true});             // causal ends before the keys do
+  all.push_back({2, 2, 1, 33, 33, 32, 32, false, 0, true, false, 0, true});  // a sentence with no keys
   return all;
 }
 

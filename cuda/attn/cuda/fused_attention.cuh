@@ -52,6 +52,15 @@ __device__ inline index_t key_end_of(const fused_attention_problem& p, index_t b
   return p.key_lengths ? (p.key_lengths[b] < p.keys ? p.key_lengths[b] : p.keys) : p.keys;
 }
 
+/// The end of the keys that the block of queries from index `first` may see: up to the last
+/// one's position when causal.
+__device__ inline index_t keys_seen(const fused_attention_problem& p, index_t first, index_t key_end) {
+  if (!p.causal) return key_end;
+  const index_t last = (first + query_rows < p.queries ? first + query_rows : p.queries) - 1;
+  const index_t end = p.first_query + last + 1;
+  return key_end < end ? key_end : end;
+}
+
 /// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
 template <class T, class Rule>
 __device__ inline bool visible(const fused_attention_problem& p, index_t b, index_t i, index_t j, index_t key_end,
@@ -89,12 +98,7 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
-  // Keys this block's queries may see: up to the last query's position when causal.
-  index_t block_end = key_end;
-  if (p.causal) {
-    const index_t last = (first + query_rows < p.queries ? first + query_rows : p.queries) - 1 + p.first_query + 1;
-    block_end = block_end < last ? block_end : last;
-  }
+  const index_t block_end = keys_seen(p, first, key_end);
 
   T query[D], acc[D];
   for (int c = 0; c < D; ++c) {
@@ -113,6 +117,7 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
     for (index_t j = 0; j < count; ++j) {
       if (!visible(p, b, i, key + j, key_end, bias, rule)) continue;
       T s = T(0);
+#pragma unroll
       for (int c = 0; c < D; ++c) s += query[c] * keys_tile[j][c];
       s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + key + j] : T(0));
       const T new_max = s > running_max ? s : running_max;
@@ -120,13 +125,15 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
       const T weight = exp_of(s - new_max);
       running_sum = running_sum * rescale + weight;
       const T kept = p.dropout > 0 ? weight * T(p.kept(b, h, i, key + j)) : weight;  // after the sum
+#pragma unroll
       for (int c = 0; c < D; ++c) acc[c] = acc[c] * rescale + kept * values_tile[j][c];
       running_max = new_max;
     }
   }
   if (!row) return;
-  for (int c = 0; c < p.d_v && c < D; ++c)
-    out[(at.query_row + i) * p.d_v + c] = running_sum > T(0) ? acc[c] / running_sum : T(0);
+#pragma unroll
+  for (int c = 0; c < D; ++c)  // a compile-time bound keeps acc in registers
+    if (c < p.d_v) out[(at.query_row + i) * p.d_v + c] = running_sum > T(0) ? acc[c] / running_sum : T(0);
   log_sum_exp[at.query_row + i] = running_sum > T(0) ? running_max + log_of(running_sum) : -infinity<T>();
 }
 
@@ -182,6 +189,7 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
         const index_t i = query + r;
         if (!visible(p, b, i, j, key_end, bias, rule) || lse_tile[r] == -infinity<T>()) continue;
         T s = T(0), dp = T(0);
+#pragma unroll
         for (int c = 0; c < D; ++c) {
           s += queries_tile[r][c] * key[c];
           dp += d_out_tile[r][c] * value[c];
@@ -190,6 +198,7 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
         const T probability = exp_of(s - lse_tile[r]);
         const T kept = p.dropout > 0 ? T(p.kept(b, h, i, j)) : T(1);
         const T d_score = probability * (dp * kept - dots_tile[r]);
+#pragma unroll
         for (int c = 0; c < D; ++c) {
           dv[c] += probability * kept * d_out_tile[r][c];
           dk[c] += scale * d_score * queries_tile[r][c];
@@ -216,11 +225,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
-  index_t block_end = key_end;
-  if (p.causal) {
-    const index_t last = (first + query_rows < p.queries ? first + query_rows : p.queries) - 1 + p.first_query + 1;
-    block_end = block_end < last ? block_end : last;
-  }
+  const index_t block_end = keys_seen(p, first, key_end);
   T query[D], d_o[D], dq[D];
   for (int c = 0; c < D; ++c) {
     query[c] = row && c < p.d_k ? q[(at.query_row + i) * p.d_k + c] : T(0);
@@ -240,6 +245,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
     for (index_t j = 0; j < count; ++j) {
       if (!visible(p, b, i, key + j, key_end, bias, rule)) continue;
       T s = T(0), dp = T(0);
+#pragma unroll
       for (int c = 0; c < D; ++c) {
         s += query[c] * keys_tile[j][c];
         dp += d_o[c] * values_tile[j][c];
@@ -248,11 +254,14 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
       const T probability = exp_of(s - lse);
       const T kept = p.dropout > 0 ? T(p.kept(b, h, i, key + j)) : T(1);
       const T d_score = probability * (dp * kept - dot);
+#pragma unroll
       for (int c = 0; c < D; ++c) dq[c] += scale * d_score * keys_tile[j][c];
     }
   }
   if (!row) return;
-  for (int c = 0; c < p.d_k && c < D; ++c) d_q[(at.query_row + i) * p.d_k + c] = dq[c];
+#pragma unroll
+  for (int c = 0; c < D; ++c)
+    if (c < p.d_k) d_q[(at.query_row + i) * p.d_k + c] = dq[c];
 }
 
 /// Calls f with the smallest compiled head width (32, 64, 128) that holds d_k and d_v.

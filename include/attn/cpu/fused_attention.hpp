@@ -9,9 +9,10 @@
 // Key tiles past a sentence's length, past the causal diagonal, or where the rule or the bias
 // hides every pair are skipped, so a rule such as restricted attention's costs O(r·n·d) products.
 // A score modification (a variant's: ALiBi, a soft cap) is applied a score at a time inside the
-// tile; dropout on the weights draws the unfused path's mask from the counter-based stream, an
-// element at a time, after the softmax's sums. Its learned inputs' gradients are summed in the dQ pass, in a fixed number of chunks
-// added in order, so that they too are the same bits whatever the threads.
+// tile; the gradients of its learned inputs are summed in the dQ pass, in a fixed number of
+// chunks added in order, so that they too are the same bits whatever the threads. Dropout on
+// the weights draws the unfused path's mask from the counter-based stream, a weight at a time,
+// after the softmax's sums.
 #pragma once
 
 #include <algorithm>

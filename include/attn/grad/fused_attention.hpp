@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -83,7 +84,9 @@ struct evaluated_modification {
     using partial = std::tuple_element_t<K, Partials>;
     if constexpr (!attn::detail::is_zero<partial>) {
       if (offsets[K] < 0) return;
-      gradients[offsets[K] + input_offset<K + 1>(score, c)] += d_score * element_at(std::get<K>(partials), c, s);
+      const index_t at = input_offset<K + 1>(score, c);
+      assert(at >= 0);  // an input with a derivative is read
+      gradients[offsets[K] + at] += d_score * element_at(std::get<K>(partials), c, s);
     }
   }
 };

@@ -201,6 +201,9 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const grad::variable<A, shape<B, G, keys, DK>, Device>& k, const grad::variable<A, shape<B, G, keys, DV>, Device>& v,
     const tensor<A, shape<B, Q, keys>, Device>& mask, attention_kind kind, index_t first_query = 0,
     double weight_dropout = 0) {
+  static_assert(!requires { variant.attend(ctx, q, k, v, mask, kind, first_query); } ||
+                    requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); },
+                "attn::nn: a variant's attend(ctx, q, k, v, mask, kind, first_query) takes weight_dropout last");
   if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); }) {
     return variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout);  // chooses at run time
   } else {

@@ -6,6 +6,10 @@
 
 #include <cmath>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <attn/attn.hpp>
 
 #include "gradcheck.hpp"
@@ -189,6 +193,34 @@ TEST_CASE("grad::fused_attention with a modification passes gradient checks; con
                                        r));
   CHECK_FALSE(fixed.has_grad());
 }
+
+#ifdef _OPENMP
+TEST_CASE("grad::fused_attention: a learned input's gradient is the same bits on one thread and on every thread") {
+  // 3 sentences × 4 heads × 6 query tiles: 72 tasks, more than the 64 chunks of the sums.
+  auto q = random_input<shape<B, H, L, DK>>(3, 330);
+  auto k = random_input<shape<B, G, K, DK>>(3, 330);
+  auto v = random_input<shape<B, G, K, DV>>(3, 330);
+  auto slopes = random_input<shape<H>>();
+  tensor<double, shape<B, H, L, DV>> r(3, 330);
+  test::fill_random(r);
+  const auto gradients = [&] {
+    q.clear_grad();
+    slopes.clear_grad();
+    grad::tape t;
+    grad::backward(t, test::weighted_sum(&t, grad::fused_attention(&t, q, k, v, grad::key_visibility<B, cpu>{nullptr, true},
+                                                                    0.5, nullptr, every_pair{},
+                                                                    grad::modify_scores(alibi_bias, slopes)),
+                                         r));
+    return std::vector<double>(slopes.grad().data(), slopes.grad().data() + slopes.grad().size());
+  };
+  const auto many = gradients();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = gradients();
+  omp_set_num_threads(threads);
+  CHECK(many == one);
+}
+#endif
 
 TEST_CASE("grad::fused_attention drops the weights grad::dropout drops, from the same numbers") {
   using HK = dim<"heads", 4>;

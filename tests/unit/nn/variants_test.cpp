@@ -191,17 +191,20 @@ TEST_CASE("variants: dropout on the weights drops the same weights on both paths
     const auto out = nn::variant_attention(variant, nn::context{&t, training ? &stream : nullptr, nullptr, path}, in.q,
                                            in.k, in.v, in.mask, nn::attention_kind::decoder_self, 1, 0.4);
     grad::backward(t, test::weighted_sum(&t, out, test::random_like(out)));
-    return std::pair{tensor<double, shape<batch, heads, tgt, d_v>>(out.value()),
-                     tensor<double, shape<batch, heads, tgt, d_k>>(in.q.grad())};
+    tensor<double, shape<heads>> slopes_grad(heads::extent);  // zero unless the variant is ALiBi
+    if (learned.slopes.has_grad()) slopes_grad = tensor<double, shape<heads>>(learned.slopes.grad());
+    return std::tuple{tensor<double, shape<batch, heads, tgt, d_v>>(out.value()),
+                      tensor<double, shape<batch, heads, tgt, d_k>>(in.q.grad()), slopes_grad};
   };
   const auto check_paths = [&](const auto& variant) {
     test::rng().seed(5);
-    const auto [fused, fused_grad] = run(variant, nn::attention_path::fused, true);
+    const auto [fused, fused_grad, fused_slopes] = run(variant, nn::attention_path::fused, true);
     test::rng().seed(5);
-    const auto [unfused, unfused_grad] = run(variant, nn::attention_path::unfused, true);
+    const auto [unfused, unfused_grad, unfused_slopes] = run(variant, nn::attention_path::unfused, true);
     CHECK(largest_difference(fused, unfused) < 1e-12);
     CHECK(largest_difference(fused_grad, unfused_grad) < 1e-12);
-    const auto [inference, inference_grad] = run(variant, nn::attention_path::fused, false);
+    CHECK(largest_difference(fused_slopes, unfused_slopes) < 1e-12);
+    const auto [inference, inference_grad, inference_slopes] = run(variant, nn::attention_path::fused, false);
     CHECK(largest_difference(fused, inference) > 0.01);  // weights were dropped in training only
     CHECK(largest_difference(inference, attend(variant, in, nn::attention_kind::decoder_self, 1).value()) < 1e-12);
   };
