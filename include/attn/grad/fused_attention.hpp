@@ -75,7 +75,8 @@ struct evaluated_modification {
 
  private:
   template <std::size_t... K>
-  void accumulate_inputs(const std::array<index_t, 4>& c, T s, T d_score, T* gradients,
+  void accumulate_inputs([[maybe_unused]] const std::array<index_t, 4>& c, [[maybe_unused]] T s,
+                         [[maybe_unused]] T d_score, [[maybe_unused]] T* gradients,
                          std::index_sequence<K...>) const {
     (accumulate_input<K>(c, s, d_score, gradients), ...);
   }
@@ -94,7 +95,7 @@ struct evaluated_modification {
 /// The modification's expression over a placeholder of the scores' sizes, ready for the kernel;
 /// `wanted` says whose gradients to gather.
 template <class T, class S, class Device, class F, class... X, std::size_t... K>
-auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, bool wanted,
+auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, [[maybe_unused]] bool wanted,
                            std::index_sequence<K...>) {
   static_assert(std::is_same_v<Device, cpu>,
                 "attn::grad::fused_attention: score modifications are evaluated on the host (the CPU kernel)");
@@ -127,7 +128,7 @@ void accumulate_modification_inputs(const score_modification<F, X...>& m, const 
                                     const std::vector<T>& gradients) {
   std::apply(
       [&](const auto&... x) {
-        std::size_t k = 0;
+        [[maybe_unused]] std::size_t k = 0;
         (
             [&](const auto& input) {
               const index_t offset = evaluated.offsets[k++];
