@@ -52,7 +52,7 @@ void attention_layer(benchmark::State& state, std::string spec, bool backward) {
   tensor<A, S> host(1, n);
   fill(host.data(), host.size(), 7);
   const auto x = to_device<Device>(host);
-  const tensor<A, shape<nn::batch, nn::src, nn::keys>, Device> mask(1, n, n);  // all visible
+  const nn::attention_mask<A, nn::batch, nn::src, Device> mask(1, n, n);  // all visible
   auto parameters = grad::parameter_list<A, Device>{};
   layer.collect(parameters);
 

@@ -1,5 +1,6 @@
 // Fused attention on the GPU (cuda/attn/cuda/fused_attention.cuh) against the CPU kernel
-// (fused_attention_cpu.cpp): outputs and every input's gradient, float and double, for the
+// (fused_attention_cpu.cpp): outputs and every input's gradient, float, double, bfloat16 and
+// float16 (the kernel alone: inputs read into float, outputs rounded), for the
 // cases of fused_attention_case.hpp; dropout draws the same numbers on both. The GPU kernels are
 // deterministic: two runs give the same bits. Float gradients to 1e-5 relative: at 1000 keys the
 // two sum in different orders (a thread a row against Eigen's blocked products).
@@ -15,6 +16,8 @@
 namespace fused_case {
 std::vector<result> cpu_float();
 std::vector<result> cpu_double();
+std::vector<result> cpu_bfloat16();
+std::vector<result> cpu_float16();
 }  // namespace fused_case
 
 namespace {
@@ -63,6 +66,10 @@ int main() {
   try {
     compare<float>(fused_case::cpu_float(), 1e-5, "float");
     compare<double>(fused_case::cpu_double(), 1e-12, "double");
+    // The same float sums in another order, then rounded: an element may round the other way
+    // (one unit in the last place, 2⁻⁷ of bfloat16's at 1, 2⁻¹⁰ of float16's), rarely.
+    compare<attn::bfloat16>(fused_case::cpu_bfloat16(), std::ldexp(1.0, -8), "bfloat16");
+    compare<attn::float16>(fused_case::cpu_float16(), std::ldexp(1.0, -11), "float16");
   } catch (const std::exception& e) {
     fail("fused attention", e.what());
   }

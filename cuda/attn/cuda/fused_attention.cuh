@@ -1,5 +1,6 @@
 // Fused attention on the GPU (core/fused_attention.hpp): the CPU kernel's algorithm
-// (cpu/fused_attention.hpp, its readable reference) in CUDA cores, float or double throughout.
+// (cpu/fused_attention.hpp, its readable reference) in CUDA cores, in float or double: bfloat16
+// and float16 inputs are widened to float as they are loaded and the outputs rounded once.
 //   forward    a block a (sentence, head, 64 queries), a thread a query row: its query, its
 //              running maximum and sum and its output in registers; key and value tiles of 32
 //              rows pass through shared memory; the row's log-sum-exp is saved.
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <attn/core.hpp>
+#include <attn/core/float16.hpp>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -67,7 +69,7 @@ __device__ inline bool visible(const fused_attention_problem& p, index_t b, inde
                                const T* bias, const Rule& rule) {
   const index_t position = p.first_query + i;
   return j < key_end && (!p.causal || j <= position) && rule(position, j) &&
-         (!bias || bias[(b * p.queries + i) * p.keys + j] > T(hidden_bias));
+         (!bias || accumulate_t<T>(bias[(b * p.queries + i) * p.keys + j]) > accumulate_t<T>(hidden_bias));
 }
 
 /// Offsets of head h's rows and of the key/value head it reads.
@@ -78,21 +80,23 @@ struct heads_of {
       : query_row((b * p.heads + h) * p.queries), kv_row((b * p.kv_heads + h / (p.heads / p.kv_heads)) * p.keys) {}
 };
 
-/// Loads `count` rows of width d from rows `first` … of x into shared s[tile][D] (zeros past them).
-template <int D, class T>
-__device__ inline void stage(T (*s)[D], const T* x, index_t first, index_t count, index_t d) {
-  for (int e = threadIdx.x; e < tile<T, D> * D; e += blockDim.x) {
+/// Loads `count` rows of width d from rows `first` … of x into shared s[tile][D] (zeros past them),
+/// widened to the accumulator type A.
+template <int D, class A, class T>
+__device__ inline void stage(A (*s)[D], const T* x, index_t first, index_t count, index_t d) {
+  for (int e = threadIdx.x; e < tile<A, D> * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
-    s[r][c] = r < count && c < d ? x[(first + r) * d + c] : T(0);
+    s[r][c] = r < count && c < d ? A(x[(first + r) * d + c]) : A(0);
   }
 }
 
 template <int D, class T, class Rule>
 __global__ void forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                        T* log_sum_exp, Rule rule) {
-  constexpr int tile = fused_attention_kernels::tile<T, D>;
-  __shared__ T keys_tile[tile][D];
-  __shared__ T values_tile[tile][D];
+                        accumulate_t<T>* log_sum_exp, Rule rule) {
+  using A = accumulate_t<T>;  // 16-bit inputs are read into float
+  constexpr int tile = fused_attention_kernels::tile<A, D>;
+  __shared__ A keys_tile[tile][D];
+  __shared__ A values_tile[tile][D];
   const index_t b = blockIdx.z, h = blockIdx.y;
   const index_t first = index_t(blockIdx.x) * query_rows, i = first + threadIdx.x;
   const bool row = i < p.queries;
@@ -100,13 +104,13 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   const index_t key_end = key_end_of(p, b);
   const index_t block_end = keys_seen(p, first, key_end);
 
-  T query[D], acc[D];
+  A query[D], acc[D];
   for (int c = 0; c < D; ++c) {
-    query[c] = row && c < p.d_k ? q[(at.query_row + i) * p.d_k + c] : T(0);
-    acc[c] = T(0);
+    query[c] = row && c < p.d_k ? A(q[(at.query_row + i) * p.d_k + c]) : A(0);
+    acc[c] = A(0);
   }
-  T running_max = -infinity<T>(), running_sum = T(0);
-  const T scale = T(p.scale);
+  A running_max = -infinity<A>(), running_sum = A(0);
+  const A scale = A(p.scale);
   for (index_t key = 0; key < block_end; key += tile) {
     const index_t count = block_end - key < tile ? block_end - key : tile;
     __syncthreads();
@@ -116,15 +120,15 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
     if (!row) continue;
     for (index_t j = 0; j < count; ++j) {
       if (!visible(p, b, i, key + j, key_end, bias, rule)) continue;
-      T s = T(0);
+      A s = A(0);
 #pragma unroll
       for (int c = 0; c < D; ++c) s += query[c] * keys_tile[j][c];
-      s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + key + j] : T(0));
-      const T new_max = s > running_max ? s : running_max;
-      const T rescale = exp_of(running_max - new_max);  // 0 for the first visible key
-      const T weight = exp_of(s - new_max);
+      s = s * scale + (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
+      const A new_max = s > running_max ? s : running_max;
+      const A rescale = exp_of(running_max - new_max);  // 0 for the first visible key
+      const A weight = exp_of(s - new_max);
       running_sum = running_sum * rescale + weight;
-      const T kept = p.dropout > 0 ? weight * T(p.kept(b, h, i, key + j)) : weight;  // after the sum
+      const A kept = p.dropout > 0 ? weight * A(p.kept(b, h, i, key + j)) : weight;  // after the sum
 #pragma unroll
       for (int c = 0; c < D; ++c) acc[c] = acc[c] * rescale + kept * values_tile[j][c];
       running_max = new_max;
@@ -133,40 +137,43 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   if (!row) return;
 #pragma unroll
   for (int c = 0; c < D; ++c)  // a compile-time bound keeps acc in registers
-    if (c < p.d_v) out[(at.query_row + i) * p.d_v + c] = running_sum > T(0) ? acc[c] / running_sum : T(0);
-  log_sum_exp[at.query_row + i] = running_sum > T(0) ? running_max + log_of(running_sum) : -infinity<T>();
+    if (c < p.d_v) out[(at.query_row + i) * p.d_v + c] = running_sum > A(0) ? acc[c] / running_sum : A(0);
+  log_sum_exp[at.query_row + i] = running_sum > A(0) ? running_max + log_of(running_sum) : -infinity<A>();
 }
 
 /// D_r = Σ_c dO[r, c] · O[r, c], a thread a row.
 template <class T>
-__global__ void row_dots(const T* d_out, const T* out, T* dots, index_t rows, index_t d_v) {
+__global__ void row_dots(const T* d_out, const T* out, accumulate_t<T>* dots, index_t rows, index_t d_v) {
+  using A = accumulate_t<T>;
   const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  T sum = T(0);
-  for (index_t c = 0; c < d_v; ++c) sum += d_out[r * d_v + c] * out[r * d_v + c];
+  A sum = A(0);
+  for (index_t c = 0; c < d_v; ++c) sum += A(d_out[r * d_v + c]) * A(out[r * d_v + c]);
   dots[r] = sum;
 }
 
 /// dK and dV of 64 keys of one key/value head: a thread a key, over every query that reads it.
 template <int D, class T, class Rule>
 __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
-                              const T* d_out, const T* log_sum_exp, const T* dots, T* d_k, T* d_v, Rule rule) {
-  constexpr int tile = fused_attention_kernels::tile<T, D>;
-  __shared__ T queries_tile[tile][D];
-  __shared__ T d_out_tile[tile][D];
-  __shared__ T lse_tile[tile], dots_tile[tile];
+                              const T* d_out, const accumulate_t<T>* log_sum_exp, const accumulate_t<T>* dots, T* d_k,
+                              T* d_v, Rule rule) {
+  using A = accumulate_t<T>;
+  constexpr int tile = fused_attention_kernels::tile<A, D>;
+  __shared__ A queries_tile[tile][D];
+  __shared__ A d_out_tile[tile][D];
+  __shared__ A lse_tile[tile], dots_tile[tile];
   const index_t b = blockIdx.z, kv_head = blockIdx.y;
   const index_t j = index_t(blockIdx.x) * key_rows + threadIdx.x;
   const index_t key_end = key_end_of(p, b);
   const bool row = j < p.keys;
   const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys;
-  T key[D], value[D], dk[D], dv[D];
+  A key[D], value[D], dk[D], dv[D];
   for (int c = 0; c < D; ++c) {
-    key[c] = row && c < p.d_k ? k[(kv_row + j) * p.d_k + c] : T(0);
-    value[c] = row && c < p.d_v ? v[(kv_row + j) * p.d_v + c] : T(0);
-    dk[c] = dv[c] = T(0);
+    key[c] = row && c < p.d_k ? A(k[(kv_row + j) * p.d_k + c]) : A(0);
+    value[c] = row && c < p.d_v ? A(v[(kv_row + j) * p.d_v + c]) : A(0);
+    dk[c] = dv[c] = A(0);
   }
-  const T scale = T(p.scale);
+  const A scale = A(p.scale);
   const index_t group = p.heads / p.kv_heads;
   const index_t first_key = index_t(blockIdx.x) * key_rows;
   for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
@@ -180,24 +187,24 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
       stage<D>(queries_tile, q + query_row * p.d_k, query, count, p.d_k);
       stage<D>(d_out_tile, d_out + query_row * p.d_v, query, count, p.d_v);
       for (int r = threadIdx.x; r < tile; r += blockDim.x) {
-        lse_tile[r] = r < count ? log_sum_exp[query_row + query + r] : T(0);
-        dots_tile[r] = r < count ? dots[query_row + query + r] : T(0);
+        lse_tile[r] = r < count ? log_sum_exp[query_row + query + r] : A(0);
+        dots_tile[r] = r < count ? dots[query_row + query + r] : A(0);
       }
       __syncthreads();
       if (!row) continue;
       for (index_t r = 0; r < count; ++r) {
         const index_t i = query + r;
-        if (!visible(p, b, i, j, key_end, bias, rule) || lse_tile[r] == -infinity<T>()) continue;
-        T s = T(0), dp = T(0);
+        if (!visible(p, b, i, j, key_end, bias, rule) || lse_tile[r] == -infinity<A>()) continue;
+        A s = A(0), dp = A(0);
 #pragma unroll
         for (int c = 0; c < D; ++c) {
           s += queries_tile[r][c] * key[c];
           dp += d_out_tile[r][c] * value[c];
         }
-        s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + j] : T(0));
-        const T probability = exp_of(s - lse_tile[r]);
-        const T kept = p.dropout > 0 ? T(p.kept(b, h, i, j)) : T(1);
-        const T d_score = probability * (dp * kept - dots_tile[r]);
+        s = s * scale + (bias ? A(bias[(b * p.queries + i) * p.keys + j]) : A(0));
+        const A probability = exp_of(s - lse_tile[r]);
+        const A kept = p.dropout > 0 ? A(p.kept(b, h, i, j)) : A(1);
+        const A d_score = probability * (dp * kept - dots_tile[r]);
 #pragma unroll
         for (int c = 0; c < D; ++c) {
           dv[c] += probability * kept * d_out_tile[r][c];
@@ -216,44 +223,46 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
 /// dQ of 64 queries of one head: a thread a query, over every key it sees.
 template <int D, class T, class Rule>
 __global__ void backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
-                                 const T* d_out, const T* log_sum_exp, const T* dots, T* d_q, Rule rule) {
-  constexpr int tile = fused_attention_kernels::tile<T, D>;
-  __shared__ T keys_tile[tile][D];
-  __shared__ T values_tile[tile][D];
+                                 const T* d_out, const accumulate_t<T>* log_sum_exp, const accumulate_t<T>* dots,
+                                 T* d_q, Rule rule) {
+  using A = accumulate_t<T>;
+  constexpr int tile = fused_attention_kernels::tile<A, D>;
+  __shared__ A keys_tile[tile][D];
+  __shared__ A values_tile[tile][D];
   const index_t b = blockIdx.z, h = blockIdx.y;
   const index_t first = index_t(blockIdx.x) * query_rows, i = first + threadIdx.x;
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
   const index_t block_end = keys_seen(p, first, key_end);
-  T query[D], d_o[D], dq[D];
+  A query[D], d_o[D], dq[D];
   for (int c = 0; c < D; ++c) {
-    query[c] = row && c < p.d_k ? q[(at.query_row + i) * p.d_k + c] : T(0);
-    d_o[c] = row && c < p.d_v ? d_out[(at.query_row + i) * p.d_v + c] : T(0);
-    dq[c] = T(0);
+    query[c] = row && c < p.d_k ? A(q[(at.query_row + i) * p.d_k + c]) : A(0);
+    d_o[c] = row && c < p.d_v ? A(d_out[(at.query_row + i) * p.d_v + c]) : A(0);
+    dq[c] = A(0);
   }
-  const T lse = row ? log_sum_exp[at.query_row + i] : T(0);
-  const T dot = row ? dots[at.query_row + i] : T(0);
-  const T scale = T(p.scale);
+  const A lse = row ? log_sum_exp[at.query_row + i] : A(0);
+  const A dot = row ? dots[at.query_row + i] : A(0);
+  const A scale = A(p.scale);
   for (index_t key = 0; key < block_end; key += tile) {
     const index_t count = block_end - key < tile ? block_end - key : tile;
     __syncthreads();
     stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
     stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);
     __syncthreads();
-    if (!row || lse == -infinity<T>()) continue;
+    if (!row || lse == -infinity<A>()) continue;
     for (index_t j = 0; j < count; ++j) {
       if (!visible(p, b, i, key + j, key_end, bias, rule)) continue;
-      T s = T(0), dp = T(0);
+      A s = A(0), dp = A(0);
 #pragma unroll
       for (int c = 0; c < D; ++c) {
         s += query[c] * keys_tile[j][c];
         dp += d_o[c] * values_tile[j][c];
       }
-      s = s * scale + (bias ? bias[(b * p.queries + i) * p.keys + key + j] : T(0));
-      const T probability = exp_of(s - lse);
-      const T kept = p.dropout > 0 ? T(p.kept(b, h, i, key + j)) : T(1);
-      const T d_score = probability * (dp * kept - dot);
+      s = s * scale + (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
+      const A probability = exp_of(s - lse);
+      const A kept = p.dropout > 0 ? A(p.kept(b, h, i, key + j)) : A(1);
+      const A d_score = probability * (dp * kept - dot);
 #pragma unroll
       for (int c = 0; c < D; ++c) dq[c] += scale * d_score * keys_tile[j][c];
     }
@@ -290,11 +299,12 @@ struct fused_attention<cuda> {
   // Never chosen automatically until it has been measured on a GPU (docs/fused-attention.md):
   // nn takes it only when asked (context::path).
   static constexpr index_t automatic_from_keys = std::numeric_limits<index_t>::max();
+  static constexpr index_t automatic_modified_from_keys = std::numeric_limits<index_t>::max();
   static constexpr bool modifies_scores = false;
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                      T* log_sum_exp, Rule rule = {}, const Modification& = {}) {
+                      accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& = {}) {
     static_assert(std::is_same_v<Modification, unmodified>,
                   "attn::fused_attention<cuda>: score modifications are not evaluated by the GPU kernel yet");
     namespace kernels = cuda_backend::fused_attention_kernels;
@@ -309,14 +319,15 @@ struct fused_attention<cuda> {
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
-                       const T* out, const T* d_out, const T* log_sum_exp, T* d_q, T* d_k, T* d_v, Rule rule = {},
-                       const Modification& = {}, T* = nullptr) {
+                       const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
+                       Rule rule = {}, const Modification& = {}, accumulate_t<T>* = nullptr) {
     static_assert(std::is_same_v<Modification, unmodified>,
                   "attn::fused_attention<cuda>: score modifications are not evaluated by the GPU kernel yet");
     namespace kernels = cuda_backend::fused_attention_kernels;
     const index_t rows = p.batch * p.heads * p.queries;
-    const auto scratch = cuda_backend::allocate_scratch(static_cast<std::size_t>(rows) * sizeof(T));
-    T* const dots = static_cast<T*>(scratch.get());
+    using A = accumulate_t<T>;
+    const auto scratch = cuda_backend::allocate_scratch(static_cast<std::size_t>(rows) * sizeof(A));
+    A* const dots = static_cast<A*>(scratch.get());
     if (rows > 0) {
       kernels::row_dots<<<kernels::blocks(rows, 256), 256, 0, cuda_backend::stream()>>>(d_out, out, dots, rows, p.d_v);
       ATTN_CUDA_CHECK(cudaGetLastError());

@@ -9,12 +9,13 @@
 
 #include "device.hpp"
 #include "extents.hpp"
+#include "float16.hpp"
 #include "shape.hpp"
 
 namespace attn {
 
 template <class T>
-concept element = std::is_arithmetic_v<T>;
+concept element = std::is_arithmetic_v<T> || is_float16_storage<T>;
 
 /// Tag for a tensor whose elements are about to be overwritten: skips the zero fill.
 struct uninitialized_t {

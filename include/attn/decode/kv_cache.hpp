@@ -26,6 +26,7 @@ class kv_cache_decoder {
   using values_type = typename attention::template value_heads<nn::batch>;
   using key_tensor = typename keys_type::tensor_type;
   using value_tensor = typename values_type::tensor_type;
+  using mask_type = nn::attention_mask<nn::activation_t<T>, nn::batch, nn::tgt, Device>;
 
  public:
   /// Encodes `sources` (token ids without the end symbol, which is added) once. `ctx` may carry
@@ -35,7 +36,8 @@ class kv_cache_decoder {
       : model_(model), ctx_(ctx), rows_(index_t(sources.size())), memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
     ctx_.tape = nullptr;
     ctx_.dropout = nullptr;
-    const auto source = to_device<Device>(source_batch(sources, model.pad(), eos));
+    source_ids_ = source_batch(sources, model.pad(), eos);
+    const auto source = to_device<Device>(source_ids_);
     memory_mask_ = nn::padding_mask<nn::activation_t<T>, nn::tgt>(source, 1, model.pad());
     const auto memory = model.encode(ctx_, source);
     for (index_t row = 0; row < rows_; ++row) source_of_.push_back(row);
@@ -63,8 +65,7 @@ class kv_cache_decoder {
     ids_ = tensor<nn::token, shape<nn::batch, nn::tgt>, Device>(rows_, 1);
     copy_from_host<Device>(ids_.data(), last);
     reserve(step_ + 1);
-    const tensor<nn::activation_t<T>, shape<nn::batch, nn::tgt, nn::keys>, Device> no_mask(rows_, 1,
-                                                                         step_ + 1);  // the prefix is all visible
+    const mask_type no_mask(rows_, 1, step_ + 1);  // the prefix is all visible
 
     auto x = model_.embedding_layers().target(ctx_, ids_, step_);
     const auto& stack = model_.decoder_stack();
@@ -112,7 +113,15 @@ class kv_cache_decoder {
       keep_filled_rows(cache.self_keys, cache.spare_keys, rows);
       keep_filled_rows(cache.self_values, cache.spare_values, rows);
     }
-    if (memory_moves) memory_mask_ = keep_rows(memory_mask_, rows);
+    if (memory_moves) {
+      const index_t length = source_ids_.template extent<nn::src>();  // host rows: a copy, no device primitive
+      tensor<nn::token, shape<nn::batch, nn::src>, cpu> kept(index_t(rows.size()), length);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        std::copy_n(source_ids_.data() + rows[i] * length, length, kept.data() + index_t(i) * length);
+      source_ids_ = std::move(kept);
+      memory_mask_ = mask_type::of_tokens(std::span<const nn::token>(source_ids_.data(), std::size_t(source_ids_.size())),
+                                          index_t(rows.size()), 1, model_.pad(), false);
+    }
     source_of_ = std::move(source_of);
     rows_ = index_t(rows.size());
   }
@@ -183,7 +192,8 @@ class kv_cache_decoder {
   index_t rows_;
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
-  tensor<nn::activation_t<T>, shape<nn::batch, nn::tgt, nn::keys>, Device> memory_mask_;
+  tensor<nn::token, shape<nn::batch, nn::src>, cpu> source_ids_{index_t{0}, index_t{0}};  // the rows' sentences, for their mask
+  mask_type memory_mask_;
   tensor<nn::token, shape<nn::batch, nn::tgt>, Device> ids_{index_t{0}, index_t{1}};  // this step's tokens
   std::vector<layer_cache> layers_;
 };

@@ -91,7 +91,7 @@ struct multi_head_attention {
   grad::variable<A, shape<B, Q, d_model>, Device> operator()(
       const context& ctx, const grad::variable<A, shape<B, Q, d_model>, Device>& x,
       const grad::variable<A, shape<B, K, d_model>, Device>& memory,
-      const tensor<A, shape<B, Q, keys>, Device>& mask) const {
+      const attention_mask<A, B, Q, Device>& mask) const {
     auto [k, v] = keys_and_values(ctx, memory);
     return attend(ctx, x, k, v, mask);
   }
@@ -116,7 +116,7 @@ struct multi_head_attention {
   grad::variable<A, shape<B, Q, d_model>, Device> attend(const context& ctx,
                                                          const grad::variable<A, shape<B, Q, d_model>, Device>& x,
                                                          const key_heads<B>& k, const value_heads<B>& v,
-                                                         const tensor<A, shape<B, Q, keys>, Device>& mask,
+                                                         const attention_mask<A, B, Q, Device>& mask,
                                                          index_t first_query = 0) const {
     auto q = grad::split_heads<heads, d_k, Q>(ctx.tape, query(ctx, x));
     auto attended = variant_attention(variant, ctx, q, k, v, mask, kind, first_query, weight_dropout);

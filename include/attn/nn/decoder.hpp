@@ -30,8 +30,8 @@ struct decoder_layer {
   grad::variable<A, shape<batch, L, d_model>, Device> operator()(
       const context& ctx, const grad::variable<A, shape<batch, L, d_model>, Device>& y,
       const grad::variable<A, shape<batch, M, d_model>, Device>& memory,
-      const tensor<A, shape<batch, L, keys>, Device>& causal,
-      const tensor<A, shape<batch, L, keys>, Device>& memory_mask) const {
+      const attention_mask<A, batch, L, Device>& causal,
+      const attention_mask<A, batch, L, Device>& memory_mask) const {
     return with_attention(
         ctx, y, [&](const auto& in) { return self_attention(ctx, in, in, causal); },
         [&](const auto& in) { return cross_attention(ctx, in, memory, memory_mask); });

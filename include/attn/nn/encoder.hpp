@@ -29,7 +29,7 @@ struct encoder_layer {
   template <class L>
   grad::variable<A, shape<batch, L, typename C::d_model>, Device> operator()(
       const context& ctx, const grad::variable<A, shape<batch, L, typename C::d_model>, Device>& x,
-      const tensor<A, shape<batch, L, keys>, Device>& mask) const {
+      const attention_mask<A, batch, L, Device>& mask) const {
     auto h = attention_block(ctx, x, [&](const auto& in) { return self_attention(ctx, in, in, mask); });
     return ffn_block(ctx, h, [&](const auto& in) { return ffn(ctx, in); });
   }

@@ -189,21 +189,30 @@ V make_variant(random_stream& init, attention_kind kind, const variant_spec& spe
 
 /// softmax(score(Q, K) · scale + modification + mask) V with the variant's rules (eq. (1) for
 /// the paper's): q [B, H, Q, d_k], k [B, G, keys, d_k], v [B, G, keys, d_v] with G key/value
-/// heads, mask [B, Q, keys] (0 or `masked`), dropout with probability weight_dropout on the weights
+/// heads, under `mask` (nn/masks.hpp: which keys each query sees), dropout with probability weight_dropout on the weights
 /// when the context carries a random stream (the paper has none there). Returns [B, H, Q, d_v].
 /// By the device's fused kernel (grad/fused_attention.hpp) when the variant is a dot product (its
 /// score modification, if any, evaluated inside the kernel), the keys are many
-/// (fused_attention<Device>::automatic_from_keys) and the context does not ask otherwise
+/// (fused_attention<Device>::automatic_from_keys, automatic_modified_from_keys for a modified
+/// variant) and the context does not ask otherwise
 /// (context::path); else by products and a softmax.
 template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
 grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const V& variant, const context& ctx, const grad::variable<A, shape<B, H, Q, DK>, Device>& q,
     const grad::variable<A, shape<B, G, keys, DK>, Device>& k, const grad::variable<A, shape<B, G, keys, DV>, Device>& v,
-    const tensor<A, shape<B, Q, keys>, Device>& mask, attention_kind kind, index_t first_query = 0,
+    const attention_mask<A, B, Q, Device>& mask, attention_kind kind, index_t first_query = 0,
     double weight_dropout = 0) {
   static_assert(!requires { variant.attend(ctx, q, k, v, mask, kind, first_query); } ||
                     requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); },
                 "attn::nn: a variant's attend(ctx, q, k, v, mask, kind, first_query) takes weight_dropout last");
+  if (mask.sentences() != q.extents().template extent<B>() || mask.queries() != q.extents().template extent<Q>() ||
+      mask.key_count() != k.extents().template extent<keys>())
+    throw extent_error("attn::nn::variant_attention", "mask",
+                       "a mask of " + std::to_string(mask.sentences()) + " sentences, " +
+                           std::to_string(mask.queries()) + " queries and " + std::to_string(mask.key_count()) +
+                           " keys for " + std::to_string(q.extents().template extent<B>()) + ", " +
+                           std::to_string(q.extents().template extent<Q>()) + " and " +
+                           std::to_string(k.extents().template extent<keys>()));
   if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); }) {
     return variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout);  // chooses at run time
   } else {
@@ -215,7 +224,8 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     if constexpr (detail::has_mask_rule<V>) {
       if (rules)
         ruled.emplace(
-            where(variant.allowed(index_along<Q>(mask, A(first_query)), index_along<keys>(mask)), mask, masked<A>));
+            where(variant.allowed(index_along<Q>(mask.bias(), A(first_query)), index_along<keys>(mask.bias())),
+                  mask.bias(), masked<A>));
     }
     using S = tensor<A, shape<B, H, Q, keys>, Device>;
     using inputs_type = decltype(detail::modification_inputs(variant, ctx));
@@ -235,12 +245,17 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     if (ctx.path == attention_path::fused && unfusable)
       throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
     if constexpr (fused_attention<Device>::available && dot_product_family) {
-      const bool worth_it = k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys;
+      const bool worth_it = k.extents().template extent<keys>() >=
+                            (modifies ? fused_attention<Device>::automatic_modified_from_keys
+                                      : fused_attention<Device>::automatic_from_keys);
       if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
-        // The mask, any rule folded in, says what each query sees; the kernel skips the key tiles
-        // it hides entirely (after the diagonal when causal, outside restricted attention's band)
-        // and applies the modification a score at a time.
-        const auto* bias = ruled ? &*ruled : &mask;
+        // The mask's key counts and causality say what each query sees, with a bias only where
+        // they cannot (a rule folded in, padding between tokens); the kernel skips the key tiles
+        // they hide entirely (after the diagonal when causal, past a sentence's end, outside
+        // restricted attention's band) and applies the modification a score at a time. The
+        // mask's causal positions count from its first query, as its bias's do.
+        const auto* bias = ruled ? &*ruled : mask.kernel_form() ? nullptr : &mask.bias();
+        const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
         const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
         if constexpr (detail::can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
           if (modifies) {
@@ -248,7 +263,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
             return std::apply(
                 [&](const auto&... in) {
                   return grad::fused_attention(
-                      ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale, bias, every_pair{},
+                      ctx.tape, q, k, v, visible, scale, bias, every_pair{},
                       grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
                         return policy->modify(s, first_query, x...);
                       }, in...),
@@ -257,7 +272,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                 detail::modification_inputs(variant, ctx));
           }
         }
-        return grad::fused_attention(ctx.tape, q, k, v, grad::key_visibility<B, Device>{}, scale, bias, every_pair{},
+        return grad::fused_attention(ctx.tape, q, k, v, visible, scale, bias, every_pair{},
                                      unmodified{}, on_weights);
       }
     }
@@ -294,7 +309,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
         scale = A(1);
       }
     }
-    auto weights = grad::softmax<keys>(ctx.tape, scores, scale, ruled ? *ruled : mask);  // rows sum to 1
+    auto weights = grad::softmax<keys>(ctx.tape, scores, scale, ruled ? *ruled : mask.bias());  // rows sum to 1
     if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());
     weights = dropout(ctx, weights, weight_dropout);  // on the weights, when asked (not in the paper)
     return detail::ungroup_heads<H, Q>(

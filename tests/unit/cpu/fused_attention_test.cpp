@@ -127,7 +127,7 @@ template <class T>
 struct guarded {
   static constexpr std::size_t guard = 8;
   std::vector<T> storage;
-  explicit guarded(std::size_t n) : storage(n + 2 * guard, std::numeric_limits<T>::quiet_NaN()) {}
+  explicit guarded(std::size_t n) : storage(n + 2 * guard, T(std::numeric_limits<accumulate_t<T>>::quiet_NaN())) {}
   guarded(const std::vector<double>& x) : guarded(x.size()) {
     for (std::size_t i = 0; i < x.size(); ++i) storage[guard + i] = T(x[i]);
   }
@@ -136,8 +136,8 @@ struct guarded {
   std::vector<double> values(const std::string& what) const {
     for (std::size_t i = 0; i < guard; ++i) {
       INFO(what);
-      CHECK(std::isnan(storage[i]));
-      CHECK(std::isnan(storage[storage.size() - 1 - i]));
+      CHECK(std::isnan(double(storage[i])));
+      CHECK(std::isnan(double(storage[storage.size() - 1 - i])));
     }
     return {storage.begin() + guard, storage.end() - guard};
   }
@@ -146,7 +146,8 @@ struct guarded {
 template <class T, class Rule>
 attention_result fused(const fused_attention_problem& p, const attention_data& x, Rule rule) {
   guarded<T> q(x.q), k(x.k), v(x.v), d_out(x.d_out);
-  guarded<T> out(x.d_out.size()), lse(static_cast<std::size_t>(p.batch * p.heads * p.queries));
+  guarded<T> out(x.d_out.size());
+  guarded<accumulate_t<T>> lse(static_cast<std::size_t>(p.batch * p.heads * p.queries));
   guarded<T> d_q(x.q.size()), d_k(x.k.size()), d_v(x.v.size());
   const T* b = nullptr;
   std::vector<T> bias_values;
@@ -199,6 +200,47 @@ TEST_CASE("fused attention equals the whole score matrix at lengths across tile 
         check_against_reference<float>(p, x, 2e-5);
       }
     }
+  }
+}
+
+/// x with every value rounded to T: what a kernel of T reads.
+template <class T>
+attention_data rounded(attention_data x) {
+  for (auto* values : {&x.q, &x.k, &x.v, &x.d_out, &x.bias})
+    for (double& e : *values) e = double(T(float(e)));
+  return x;
+}
+
+TEST_CASE("fused attention takes bfloat16 and float16, accumulates in float and rounds each output once") {
+  // The reference runs in double on the rounded inputs, so what is left is the kernel's: its
+  // outputs rounded once (half a unit in the last place: 2⁻⁹ of bfloat16's, 2⁻¹² of float16's,
+  // relative) and float's sums (~1e-6). The backward also reads the rounded output, whose error
+  // enters D = rowsum(dO ⊙ O) and reaches the gradients through dS = P ⊙ (dP − D): measured at
+  // most 0.48 of a unit in the last place (2026-11-24), so one unit is allowed.
+  const sizes z{2, 4, 2, 129, 129, 64, 64};
+  const std::vector<index_t> lengths{129, 50};
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    const auto p = problem_of(z, &lengths, causal);
+    const auto bf = rounded<bfloat16>(random_data(z, 21));
+    const auto bf_expected = reference(p, bf, every_pair{});
+    const auto bf_got = fused<bfloat16>(p, bf, every_pair{});
+    const double bf_unit = std::ldexp(1.0, -8);  // bfloat16's unit in the last place at 1
+    CHECK(relative_error(bf_got.out, bf_expected.out) <= bf_unit / 2 + 1e-6);
+    CHECK(relative_error(bf_got.log_sum_exp, bf_expected.log_sum_exp) < 1e-5);  // float, not rounded
+    CHECK(relative_error(bf_got.d_q, bf_expected.d_q) <= bf_unit);
+    CHECK(relative_error(bf_got.d_k, bf_expected.d_k) <= bf_unit);
+    CHECK(relative_error(bf_got.d_v, bf_expected.d_v) <= bf_unit);
+
+    const auto half = rounded<float16>(random_data(z, 22));
+    const auto half_expected = reference(p, half, every_pair{});
+    const auto half_got = fused<float16>(p, half, every_pair{});
+    const double half_unit = std::ldexp(1.0, -11);
+    CHECK(relative_error(half_got.out, half_expected.out) <= half_unit / 2 + 1e-6);
+    CHECK(relative_error(half_got.log_sum_exp, half_expected.log_sum_exp) < 1e-5);
+    CHECK(relative_error(half_got.d_q, half_expected.d_q) <= half_unit);
+    CHECK(relative_error(half_got.d_k, half_expected.d_k) <= half_unit);
+    CHECK(relative_error(half_got.d_v, half_expected.d_v) <= half_unit);
   }
 }
 

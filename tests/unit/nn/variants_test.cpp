@@ -35,12 +35,14 @@ struct inputs {
   grad::variable<double, shape<batch, G, keys, d_k>> k = test::random_input<shape<batch, G, keys, d_k>>(sentences, length);
   grad::variable<double, shape<batch, G, keys, d_v>> v = test::random_input<shape<batch, G, keys, d_v>>(sentences, length);
   tensor<double, shape<batch, tgt, keys>> mask{sentences, queries, length};  // the second sentence's last key is padding
+  nn::attention_mask<double, batch, tgt, cpu> given{sentences, queries, length};  // `mask` as attention reads it
 
   explicit inputs(bool causal = false) {
     for (index_t b = 0; b < sentences; ++b)
       for (index_t i = 0; i < queries; ++i)
         for (index_t j = 0; j < length; ++j)
           mask(b, i, j) = (b == 1 && j == length - 1) || (causal && j > i + 1) ? nn::masked<double> : 0.0;
+    given = nn::attention_mask<double, batch, tgt, cpu>(mask);
   }
 };
 
@@ -97,7 +99,7 @@ template <class V, class G>
 auto attend(const V& variant, const inputs<G>& in, nn::attention_kind kind = nn::attention_kind::encoder_self,
             index_t first_query = 0, grad::tape* t = nullptr,
             nn::attention_path path = nn::attention_path::automatic) {
-  return nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, in.q, in.k, in.v, in.mask, kind,
+  return nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, in.q, in.k, in.v, in.given, kind,
                                first_query);
 }
 
@@ -151,7 +153,7 @@ TEST_CASE("variants: from automatic_from_keys keys on, the automatic choice is t
   auto q = test::random_input<shape<batch, heads, tgt, d_k>>(1, 2);
   auto k = test::random_input<shape<batch, heads, keys, d_k>>(1, many);
   auto v = test::random_input<shape<batch, heads, keys, d_v>>(1, many);
-  const tensor<double, shape<batch, tgt, keys>> mask(1, 2, many);
+  const nn::attention_mask<double, batch, tgt, cpu> mask(1, 2, many);  // every key visible
   const auto paper = make<nn::scaled_dot_product>("");
   const auto run = [&](nn::attention_path path) {
     return nn::variant_attention(paper, nn::context{nullptr, nullptr, nullptr, path}, q, k, v, mask,
@@ -160,6 +162,22 @@ TEST_CASE("variants: from automatic_from_keys keys on, the automatic choice is t
   CHECK(largest_difference(run(nn::attention_path::automatic).value(), run(nn::attention_path::fused).value()) == 0);
   CHECK(largest_difference(run(nn::attention_path::automatic).value(), run(nn::attention_path::unfused).value()) <
         1e-12);
+}
+
+TEST_CASE("variants: a variant whose scores the kernel modifies takes it from automatic_modified_from_keys keys on") {
+  static_assert(fused_attention<cpu>::automatic_modified_from_keys <= length);
+  const inputs<heads> in(true);
+  const auto alibi = make<nn::alibi>("alibi:learned", nn::attention_kind::decoder_self);
+  const auto run = [&](nn::attention_path path) {
+    return attend(alibi, in, nn::attention_kind::decoder_self, 1, nullptr, path).value();
+  };
+  const auto automatic = run(nn::attention_path::automatic);
+  CHECK(largest_difference(automatic, run(nn::attention_path::fused)) == 0);
+  CHECK(largest_difference(automatic, run(nn::attention_path::unfused)) < 1e-12);
+  // Unmodified, the same few keys keep the unfused path.
+  const auto paper = make<nn::scaled_dot_product>("");
+  CHECK(largest_difference(attend(paper, in).value(), attend(paper, in, {}, 0, nullptr, nn::attention_path::unfused).value()) ==
+        0);
 }
 
 TEST_CASE("variants: asking for the fused kernel where it cannot run says why") {
@@ -172,7 +190,7 @@ TEST_CASE("variants: asking for the fused kernel where it cannot run says why") 
   CHECK_NOTHROW(attend(alibi, in, {}, 0, nullptr, fused));  // a modification runs inside the kernel
   nn::attention_record record;
   CHECK_THROWS_WITH_AS(nn::variant_attention(make<nn::scaled_dot_product>(""), nn::context{nullptr, nullptr, &record, fused},
-                                             in.q, in.k, in.v, in.mask, nn::attention_kind::encoder_self),
+                                             in.q, in.k, in.v, in.given, nn::attention_kind::encoder_self),
                        doctest::Contains("weights are being recorded"), std::invalid_argument);
   // Where rules do not apply (ALiBi in cross-attention), ALiBi is plain dot-product attention: fused.
   const auto cross = make<nn::alibi>("alibi", nn::attention_kind::encoder_decoder);
@@ -189,7 +207,7 @@ TEST_CASE("variants: dropout on the weights drops the same weights on both paths
     random_stream stream(3, 50);
     grad::tape t;
     const auto out = nn::variant_attention(variant, nn::context{&t, training ? &stream : nullptr, nullptr, path}, in.q,
-                                           in.k, in.v, in.mask, nn::attention_kind::decoder_self, 1, 0.4);
+                                           in.k, in.v, in.given, nn::attention_kind::decoder_self, 1, 0.4);
     grad::backward(t, test::weighted_sum(&t, out, test::random_like(out)));
     tensor<double, shape<heads>> slopes_grad;  // zeros unless the variant is ALiBi
     if (learned.slopes.has_grad()) slopes_grad = tensor<double, shape<heads>>(learned.slopes.grad());
