@@ -8,7 +8,7 @@ using namespace attn;
 struct widths : nn::config<nn::widths<8, 12, 2, 3, 3>> {};
 using Q = grad::variable<float, shape<nn::batch, widths::heads, nn::tgt, widths::d_k>>;
 using K = grad::variable<float, shape<nn::batch, widths::heads, nn::keys, widths::d_k>>;
-using M = tensor<float, shape<nn::batch, nn::tgt, nn::keys>>;
+using M = nn::attention_mask<float, nn::batch, nn::tgt, cpu>;
 
 template <class T, class C, class D>
 struct key_biased {  // adds a constant: fine
