@@ -1,7 +1,8 @@
 // Contractions (cuBLAS) against host loops: the four transpose layouts with and without batch
 // dimensions, attention's Q·Kᵀ and P·V, operands that need a temporary, several free
 // dimensions, size-1 and empty contracted dimensions, contractions inside elementwise trees, and
-// products with a bias (and ReLU) epilogue.
+// products with a bias (and ReLU) epilogue; bfloat16 and float16 operands on tensor cores,
+// accumulated in float and rounded once (each element within half a unit in the last place).
 #include "gpu_test.cuh"
 
 #include <string>
@@ -25,7 +26,9 @@ using dk8 = attn::dim<"d_k8", 8>;
 
 template <class T>
 std::string type_name() {
-  return std::is_same_v<T, float> ? "float" : "double";
+  if constexpr (std::is_same_v<T, attn::bfloat16>) return "bfloat16";
+  else if constexpr (std::is_same_v<T, attn::float16>) return "float16";
+  else return std::is_same_v<T, float> ? "float" : "double";
 }
 
 /// Σ_k f(k) for k in [0, n).
@@ -246,8 +249,8 @@ void aliasing() {
   });
 }
 
-/// A linear layer's x·W + b and relu(x·W + b) (cuBLASLt with a bias epilogue for float, two
-/// passes for double): the four layouts, a bias at an odd address, an output at one (the
+/// A linear layer's x·W + b and relu(x·W + b) (cuBLASLt with a bias epilogue for float and
+/// 16 bits, two passes for double): the four layouts, a bias at an odd address, an output at one (the
 /// guarded buffer's) and at the pool's alignment, and a [batch, len, in] input.
 template <class T>
 void affine_epilogues(index_t M, index_t N, index_t K) {
@@ -288,8 +291,9 @@ void affine_epilogues(index_t M, index_t N, index_t K) {
     attn::tensor<T, shape<rows, cols>, device> out(out_sizes);
     const long long before = attn::cuda_backend::epilogue_products();
     out = attn::relu(attn::contract<inner>(a, b) + attn::broadcast(bias, out_sizes));
-    // Float with an aligned bias: cuBLASLt's epilogue, unless it has no algorithm for a tiny shape.
-    if (std::is_same_v<T, float> && M * N >= 64 * 64)
+    // Float or 16 bits with an aligned bias: cuBLASLt's epilogue, unless it has no algorithm
+    // for a tiny shape.
+    if (!std::is_same_v<T, double> && M * N >= 64 * 64)
       expect(attn::cuda_backend::epilogue_products() == before + 1, "cuBLASLt epilogue used" + size + t,
              std::to_string(attn::cuda_backend::epilogue_products() - before) + " epilogue products");
     compare("relu(A B + bias) into an aligned tensor" + size + t, download(out),
@@ -338,6 +342,17 @@ int main() {
       affine_epilogues<float>(m, n, k);
       affine_epilogues<double>(m, n, k);
     }
+    // 16-bit operands (GemmEx, cuBLASLt on tensor cores); k ≤ 64 keeps float's error in the
+    // sums under the comparison's slack.
+    for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {64, 1, 3}, {128, 256, 64}}) {
+      layouts<attn::bfloat16>(m, n, k);
+      layouts<attn::float16>(m, n, k);
+      affine_epilogues<attn::bfloat16>(m, n, k);
+      affine_epilogues<attn::float16>(m, n, k);
+    }
+    batched_layouts<attn::bfloat16>(3, 13, 7, 29);
+    attention_products<attn::bfloat16>(2, 3, 7, 5, 8);
+    attention_products<attn::float16>(1, 8, 33, 65, 64);
   } catch (const std::exception& error) {
     fail("contract tests", std::string("threw: ") + error.what());
   }

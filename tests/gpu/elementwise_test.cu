@@ -1,7 +1,7 @@
 // The generated elementwise kernel against host loops: every unary and binary operation,
 // scalar operands, comparisons, select, cast, constants, coordinates (iota), derivatives,
 // broadcast, permute, split, merge, rename and slice, alone and nested, in float, double, int
-// and bool; sizes odd or 1.
+// and bool; sizes odd or 1; bfloat16 and float16 storage computed in float and rounded once.
 #include "gpu_test.cuh"
 
 #include <string>
@@ -29,6 +29,8 @@ template <class T>
 std::string type_name() {
   if constexpr (std::is_same_v<T, float>) return "float";
   else if constexpr (std::is_same_v<T, double>) return "double";
+  else if constexpr (std::is_same_v<T, attn::bfloat16>) return "bfloat16";
+  else if constexpr (std::is_same_v<T, attn::float16>) return "float16";
   else if constexpr (std::is_same_v<T, int>) return "int";
   else return "bool";
 }
@@ -357,6 +359,72 @@ void slices() {
 }
 
 // ---------------------------------------------------------------------------------------
+/// 16-bit storage (bfloat16, float16): every node computes in float and the result is rounded
+/// once, where it is stored; compare_rounded holds each element to half a unit in the last
+/// place of the double reference on the same 16-bit inputs, which a kernel that rounded every
+/// node's value would miss. Scalars, iota's positions, reductions and products nested in a
+/// tree stay in float; a cast to a 16-bit type rounds where it stands.
+template <class T>
+void sixteen_bit() {
+  const std::string t = "/" + type_name<T>();
+  using S = shape<batch, len, feat>;
+  const extents<S> sizes(3, 7, 29);
+  const auto hx = random_host<T>(sizes, -2.0, 2.0);
+  const auto hy = random_host<T>(sizes, -2.0, 2.0);
+  const auto hp = random_host<T>(sizes, 0.1, 3.0);
+  const auto hm = random_host<bool>(sizes);
+  const auto x = upload(hx);
+  const auto y = upload(hy);
+  const auto p = upload(hp);
+  const auto m = upload(hm);
+
+  check("copy" + t, x.view(), [&](auto i) { return at(hx, i); }, 0);
+  check("exp" + t, attn::exp(x), [&](auto i) { return std::exp(at(hx, i)); });
+  check("tanh(x) * rsqrt(p)" + t, attn::tanh(x) * attn::rsqrt(p),
+        [&](auto i) { return std::tanh(at(hx, i)) / std::sqrt(at(hp, i)); });
+  check("(x + y) * x - y / p" + t, (x + y) * x - y / p, [&](auto i) {
+    return (at(hx, i) + at(hy, i)) * at(hx, i) - at(hy, i) / at(hp, i);
+  });
+  // 1/(1 − 0.1) is not a 16-bit number: the scalar stays a float.
+  check("x * 1.1111111 (a float scalar)" + t, x * (1.0 / 0.9), [&](auto i) { return at(hx, i) * (1.0f / 0.9f); });
+  check("where(mask, exp(x), -0.3)" + t, attn::where(m, attn::exp(x), -0.3),
+        [&](auto i) { return at(hm, i) != 0 ? std::exp(at(hx, i)) : double(-0.3f); });
+  check("relu(x) > y" + t, attn::relu(x) > y, [&](auto i) { return std::max(at(hx, i), 0.0) > at(hy, i); });
+  check("cast to float" + t, attn::cast<float>(x) * 3, [&](auto i) { return at(hx, i) * 3; }, 1e-7);
+  check("cast float to 16 bits" + t, attn::cast<T>(attn::cast<float>(x) / 7.0f),
+        [&](auto i) { return at(hx, i) / 7; });
+  // A cast to 16 bits inside a tree rounds there: (x / 7 rounded) · 7 is not x.
+  check("cast to 16 bits inside a float tree" + t, attn::cast<float>(attn::cast<T>(attn::cast<float>(x) / 7.0f)) * 7.0f,
+        [&](auto i) { return double(float(T(float(at(hx, i)) / 7.0f))) * 7; }, 1e-7);
+  check("fill" + t, attn::fill<T, device>(sizes, T(0.1f)), [&](auto) { return double(float(T(0.1f))); }, 0);
+  // Positions past 256 are not bfloat16 numbers; iota counts in float.
+  check("index_along<feat>(x, 300) + 0.5" + t, attn::index_along<feat>(x, 300) + 0.5,
+        [&](auto i) { return double(i[2] + 300) + 0.5; });
+  const auto hv = random_host<T>(extents<shape<feat>>(29));
+  const auto v = upload(hv);
+  check("x - broadcast(v)" + t, x - attn::broadcast_like(v, x), [&](auto i) { return at(hx, i) - at(hv, {i[2]}); });
+  check("permute(x) * 2" + t, attn::permute<feat, batch, len>(x) * 2,
+        [&](auto i) { return 2 * at(hx, {i[1], i[2], i[0]}); });
+  check("slice(x) + 1" + t, attn::slice<feat>(x, 3, 20) + 1, [&](auto i) { return at(hx, {i[0], i[1], i[2] + 3}) + 1; });
+  // A reduction inside a tree is kept in float: x − mean(x) rounds once.
+  check("x - mean<feat>(x)" + t, x - attn::broadcast_like(attn::mean<feat>(x), x), [&](auto i) {
+    double total = 0;
+    for (index_t f = 0; f < 29; ++f) total += at(hx, {i[0], i[1], f});
+    return at(hx, i) - total / 29;
+  });
+  check("sum<feat>(x * y)" + t, attn::sum<feat>(x * y), [&](auto i) {
+    double total = 0;
+    for (index_t f = 0; f < 29; ++f) total += at(hx, {i[0], i[1], f}) * at(hy, {i[0], i[1], f});
+    return total;
+  });
+  check("max<len>(x)" + t, attn::max<len>(x), [&](auto i) {
+    double best = -1e300;
+    for (index_t l = 0; l < 7; ++l) best = std::max(best, at(hx, {i[0], l, i[1]}));
+    return best;
+  }, 0);
+}
+
+// ---------------------------------------------------------------------------------------
 // More elements than one pass of the grid: the grid-stride loop, and the 64-bit index path.
 template <class T>
 void large_and_wide() {
@@ -502,6 +570,8 @@ int main() {
     large_and_wide<double>();
     assignment_and_aliasing<float>();
     assignment_and_aliasing<double>();
+    sixteen_bit<attn::bfloat16>();
+    sixteen_bit<attn::float16>();
   } catch (const std::exception& error) {
     fail("elementwise tests", std::string("threw: ") + error.what());
   }

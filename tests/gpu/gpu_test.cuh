@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -201,13 +202,25 @@ std::vector<double> reference(const attn::extents<S>& sizes, F&& f) {
 // ---------------------------------------------------------------------------------------
 // Guarded outputs.
 
+/// Floating types, the 16-bit storage types included.
+template <class T>
+inline constexpr bool is_real = std::is_floating_point_v<T> || attn::is_float16_storage<T>;
+
+/// A quiet NaN of a floating type.
+template <class T>
+T quiet_nan() {
+  if constexpr (std::is_same_v<T, attn::bfloat16>) return attn::bfloat16::from_bits(0x7FC0);
+  else if constexpr (std::is_same_v<T, attn::float16>) return attn::float16::from_bits(0x7E00);
+  else return std::numeric_limits<T>::quiet_NaN();
+}
+
 /// Bytes that no correct kernel writes: NaN for floating types (NaN never passes a check),
 /// 0xA5 for the others (not a valid bool either).
 template <class T>
 std::vector<unsigned char> sentinel_bytes(index_t count) {
   std::vector<unsigned char> bytes(static_cast<std::size_t>(count) * sizeof(T), 0xA5);
-  if constexpr (std::is_floating_point_v<T>) {
-    const T nan = std::numeric_limits<T>::quiet_NaN();
+  if constexpr (is_real<T>) {
+    const T nan = quiet_nan<T>();
     for (index_t i = 0; i < count; ++i)
       std::memcpy(bytes.data() + static_cast<std::size_t>(i) * sizeof(T), &nan, sizeof(T));
   }
@@ -287,14 +300,71 @@ class guarded {
 // ---------------------------------------------------------------------------------------
 // Comparisons.
 
+/// For the 16-bit types, in units in the last place, element by element (see compare): half a
+/// unit is what rounding a float result once to 16 bits may cost.
 template <class T>
-inline constexpr double default_tolerance = std::is_same_v<T, double> ? 1e-12 : 1e-5;
+inline constexpr double default_tolerance =
+    attn::is_float16_storage<T> ? 0.5 : std::is_same_v<T, double> ? 1e-12 : 1e-5;
+
+/// A unit in the last place of a 16-bit type T at x (bfloat16: 8 significant bits and float's
+/// exponents; float16: 11 bits, subnormals below 2⁻¹⁴).
+template <class T>
+double ulp_of(double x) {
+  constexpr int bits = std::is_same_v<T, attn::bfloat16> ? 8 : 11;
+  constexpr int min_exponent = std::is_same_v<T, attn::bfloat16> ? -126 : -14;
+  const int exponent = x == 0 ? min_exponent : std::max(min_exponent, std::ilogb(x));
+  return std::ldexp(1.0, exponent - (bits - 1));
+}
+
+/// 16-bit outputs: every element within `ulps` units in the last place of the reference (which
+/// is computed in double from the same 16-bit inputs), plus 2⁻¹⁶·(1 + |ref|) for the float
+/// arithmetic before the one rounding. A result rounded at every node instead of once fails.
+template <class T, class S>
+void compare_rounded(const std::string& name, const attn::tensor<T, S, attn::cpu>& out,
+                     const std::vector<double>& ref, double ulps) {
+  const std::size_t n = ref.size();
+  if (static_cast<std::size_t>(out.size()) != n) {
+    fail(name, "size " + std::to_string(out.size()) + " vs reference " + std::to_string(n));
+    return;
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double o = static_cast<double>(out.data()[i]);
+    const double r = ref[i];
+    if (std::isnan(r) || std::isinf(r) || !std::isfinite(o)) {
+      if (!(std::isnan(r) ? std::isnan(o) : o == r)) {
+        char detail[160];
+        std::snprintf(detail, sizeof detail, "n=%zu: element %zu is %.9g, expected %.9g", n, i, o, r);
+        fail(name, detail);
+        return;
+      }
+      continue;
+    }
+    const double error = (std::abs(o - r) - std::ldexp(1.0 + std::abs(r), -16)) / ulp_of<T>(r);
+    worst = std::max(worst, error);
+    if (!(error <= ulps)) {
+      char detail[200];
+      std::snprintf(detail, sizeof detail, "n=%zu: element %zu is %.9g, expected %.9g (%.3g units in the last place > %.2g)",
+                    n, i, o, r, error, ulps);
+      fail(name, detail);
+      return;
+    }
+  }
+  char detail[96];
+  std::snprintf(detail, sizeof detail, "n=%zu, within %.2g units in the last place", n, std::max(worst, 0.0));
+  pass(name, detail);
+}
 
 /// ‖out − ref‖ / ‖ref‖ below `tolerance` (floating types) or equality (the others). A NaN
 /// in out never passes unless ref has one there; infinite references must match exactly.
+/// 16-bit outputs go to compare_rounded, `tolerance` then counting units in the last place.
 template <class T, class S>
 void compare(const std::string& name, const attn::tensor<T, S, attn::cpu>& out,
              const std::vector<double>& ref, double tolerance) {
+  if constexpr (attn::is_float16_storage<T>) {
+    compare_rounded(name, out, ref, tolerance);
+    return;
+  }
   const std::size_t n = ref.size();
   if (static_cast<std::size_t>(out.size()) != n) {
     fail(name, "size " + std::to_string(out.size()) + " vs reference " + std::to_string(n));

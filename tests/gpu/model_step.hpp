@@ -25,15 +25,16 @@ struct result {
   std::vector<float> first_logits;  // the first step's logits
 };
 
-/// `steps` steps on fixed batches of a 23-token vocabulary (token 0 padding), from seed 7;
+/// `steps` steps on fixed batches of a 23-token vocabulary (token 0 padding), from seed 7,
+/// computing in Activation (float, bfloat16 or float16) over float parameters;
 /// `after_step(step)` is called after each, when given.
-template <class Device>
+template <class Device, class Activation = float>
 result train(int steps, double dropout, void (*after_step)(int) = nullptr) {
   using namespace attn;
   using nn::batch, nn::src, nn::tgt, nn::token;
   nn::hyperparameters h = nn::defaults<small_config>();
   h.dropout = dropout;
-  nn::transformer<float, small_config, Device> model(23, 7, 0, h);
+  nn::transformer<nn::precision<Activation, float>, small_config, Device> model(23, 7, 0, h);
   auto parameters = model.parameters();
   train::adam<float, Device> optimizer(parameters);
   tensor<token, shape<batch, src>> source(3, 6);
@@ -56,7 +57,7 @@ result train(int steps, double dropout, void (*after_step)(int) = nullptr) {
     const auto logits = model(ctx, device_source, device_input);
     if (step == 1) {
       const auto host = to_host(logits.value());
-      r.first_logits.assign(host.data(), host.data() + host.size());
+      for (index_t i = 0; i < host.size(); ++i) r.first_logits.push_back(float(host.data()[i]));
     }
     const auto loss = train::cross_entropy(&tape, logits, device_output, 0.1, token{0});
     r.losses.push_back(loss.smoothed / double(loss.tokens));

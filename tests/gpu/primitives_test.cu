@@ -1,9 +1,11 @@
 // The device primitives (core/primitives.hpp) against plain host loops: gathers and
 // scatter-adds by id, row selection, block copies, dropout and attention masks, the
 // label-smoothed loss and its gradient, softmax and LayerNorm rows forward and backward, Adam,
-// norms and fills; odd and size-1 extents, sentinel-guarded outputs, and the errors for bad ids. Built by nvcc for the GPU (suite gpu)
-// and as C++ against the CPU backend (primitives_test_host.cpp, suite unit), so that the
-// references are checked wherever the tests run.
+// norms and fills; odd and size-1 extents, sentinel-guarded outputs, and the errors for bad ids;
+// bfloat16 and float16 rows computed in float and each output rounded once (within half a unit
+// in the last place of a double reference on the same 16-bit inputs). Built by nvcc for the GPU
+// (suite gpu) and as C++ against the CPU backend (primitives_test_host.cpp, suite unit), so that
+// the references are checked wherever the tests run.
 #include "gpu_test.cuh"
 
 #include <cmath>
@@ -26,7 +28,19 @@ using token = std::int32_t;
 
 template <class T>
 std::string type_name() {
-  return std::is_same_v<T, float> ? "float" : "double";
+  if constexpr (std::is_same_v<T, attn::bfloat16>) return "bfloat16";
+  else if constexpr (std::is_same_v<T, attn::float16>) return "float16";
+  else return std::is_same_v<T, float> ? "float" : "double";
+}
+
+/// What T computes in (float for the 16-bit types).
+template <class T>
+using compute = attn::accumulate_t<T>;
+
+/// A large negative mask value that T holds (float16's range ends at 65504).
+template <class T>
+T masked_value() {
+  return std::is_same_v<T, attn::float16> ? T(-6e4f) : T(-1e9f);
 }
 
 std::string sizes_text(index_t a, index_t b) { return "[" + std::to_string(a) + "," + std::to_string(b) + "]"; }
@@ -41,27 +55,31 @@ void gather_and_scatter(index_t vocabulary, index_t width, index_t count) {
   const std::string tag = type_name<T>() + " " + sizes_text(vocabulary, width) + " x" + std::to_string(count);
   const auto table = random_host<T>(extents<matrix>(vocabulary, width));
   const auto ids = random_ids(count, vocabulary);
-  const T scale = T(1.5);
+  const compute<T> scale = compute<T>(1.5);
   const auto device_table = upload(table);
   const auto device_ids = upload(ids);
 
   guarded<T, matrix> out(extents<matrix>(count, width));
   prims::gather_rows(out.view().data(), device_table.data(), vocabulary, width, device_ids.data(), count, scale);
   compare_guarded("gather_rows " + tag, out, reference(extents<matrix>(count, width), [&](auto i) {
-                    return double(table.data()[ids.data()[i[0]] * width + i[1]] * scale);
+                    return double(compute<T>(table.data()[ids.data()[i[0]] * width + i[1]]) * scale);
                   }));
 
-  // The sum of each row's contributions in position order, from the table's old values.
+  // The sum of each row's contributions in position order, from the table's old values, in
+  // the compute type (float for 16 bits), each element rounded once at the end.
   const auto rows_in = random_host<T>(extents<matrix>(count, width));
-  auto expected = table;
+  std::vector<compute<T>> sums_in_order(std::size_t(table.size()));
+  for (index_t i = 0; i < table.size(); ++i) sums_in_order[std::size_t(i)] = compute<T>(table.data()[i]);
   for (index_t i = 0; i < count; ++i)
     for (index_t c = 0; c < width; ++c)
-      expected.data()[ids.data()[i] * width + c] += rows_in.data()[i * width + c] * scale;
+      sums_in_order[std::size_t(ids.data()[i] * width + c)] += compute<T>(rows_in.data()[i * width + c]) * scale;
+  auto expected = table;
+  for (index_t i = 0; i < table.size(); ++i) expected.data()[i] = T(sums_in_order[std::size_t(i)]);
   auto device_sums = upload(table);
   prims::scatter_add_rows(device_sums.data(), width, upload(rows_in).data(), device_ids.data(), count, scale);
   const auto sums = download(device_sums);
   bool same = true;
-  for (index_t i = 0; i < sums.size(); ++i) same = same && sums.data()[i] == expected.data()[i];
+  for (index_t i = 0; i < sums.size(); ++i) same = same && double(sums.data()[i]) == double(expected.data()[i]);
   expect(same, "scatter_add_rows " + tag, "bit for bit the host's sums in position order");
 }
 
@@ -122,11 +140,12 @@ void masks() {
   for (const bool causal : {false, true}) {
     const index_t queries = causal ? keys : 2;
     guarded<T, bias_shape> bias(extents<bias_shape>(sentences, queries, keys));
-    prims::attention_mask(bias.view().data(), device_ids.data(), sentences, queries, keys, token{0}, causal, T(-1e9));
+    prims::attention_mask(bias.view().data(), device_ids.data(), sentences, queries, keys, token{0}, causal,
+                          masked_value<T>());
     compare_guarded(std::string("attention_mask ") + (causal ? "causal " : "padding ") + type_name<T>(), bias,
                     reference(extents<bias_shape>(sentences, queries, keys), [&](auto i) {
                       const bool hidden = ids.data()[i[0] * keys + i[2]] == 0 || (causal && i[2] > i[1]);
-                      return hidden ? double(T(-1e9)) : 0.0;
+                      return hidden ? double(masked_value<T>()) : 0.0;
                     }),
                     0.0);
   }
@@ -161,14 +180,15 @@ void cross_entropy(index_t rows, index_t classes) {
     ++tokens;
   }
 
-  guarded<T, matrix> probabilities(extents<matrix>(rows, classes));
-  guarded<T, list> weights{extents<list>(rows)};
+  using C = compute<T>;  // the probabilities, the weights and the loss: float for 16-bit logits
+  guarded<C, matrix> probabilities(extents<matrix>(rows, classes));
+  guarded<C, list> weights{extents<list>(rows)};
   const auto device_targets = upload(targets);
   const auto totals = prims::cross_entropy(upload(logits).data(), device_targets.data(), rows, classes, smoothing, pad,
                                            probabilities.view().data(), weights.view().data());
   compare_guarded("cross_entropy probabilities " + tag, probabilities, p);
   compare_guarded("cross_entropy weight " + tag, weights, weight, 0.0);
-  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  const double tolerance = std::is_same_v<C, float> ? 1e-5 : 1e-12;
   expect(totals.tokens == tokens && std::abs(totals.nll - nll) <= tolerance * std::abs(nll) + 1e-9 &&
              std::abs(totals.smoothed - smoothed) <= tolerance * std::abs(smoothed) + 1e-9,
          "cross_entropy totals " + tag,
@@ -176,16 +196,23 @@ void cross_entropy(index_t rows, index_t classes) {
              std::to_string(totals.smoothed) + " vs " + std::to_string(smoothed) + ", tokens " +
              std::to_string(totals.tokens) + " vs " + std::to_string(tokens));
 
-  // The gradient, in place over the probabilities.
-  const T scale = T(0.25);
-  prims::cross_entropy_backward(probabilities.view().data(), device_targets.data(), weights.view().data(), rows,
-                                classes, smoothing, scale);
-  compare_guarded("cross_entropy_backward " + tag, probabilities,
-                  reference(extents<matrix>(rows, classes), [&](auto i) {
-                    const double w = weight[std::size_t(i[0])] * double(scale);
-                    const double q = (i[1] == targets.data()[i[0]] ? 1 - smoothing : 0.0) + smoothing / double(classes);
-                    return (p[std::size_t(i[0] * classes + i[1])] - q) * w;
-                  }));
+  // The gradient: in place over the probabilities when T computes in itself, else rounded to T.
+  const C scale = C(0.25);
+  const auto expected_gradient = reference(extents<matrix>(rows, classes), [&](auto i) {
+    const double w = weight[std::size_t(i[0])] * double(scale);
+    const double q = (i[1] == targets.data()[i[0]] ? 1 - smoothing : 0.0) + smoothing / double(classes);
+    return (p[std::size_t(i[0] * classes + i[1])] - q) * w;
+  });
+  if constexpr (std::is_same_v<T, C>) {
+    prims::cross_entropy_backward(probabilities.view().data(), probabilities.view().data(), device_targets.data(),
+                                  weights.view().data(), rows, classes, smoothing, scale);
+    compare_guarded("cross_entropy_backward " + tag, probabilities, expected_gradient);
+  } else {
+    guarded<T, matrix> gradient(extents<matrix>(rows, classes));
+    prims::cross_entropy_backward(gradient.view().data(), probabilities.view().data(), device_targets.data(),
+                                  weights.view().data(), rows, classes, smoothing, scale);
+    compare_guarded("cross_entropy_backward " + tag, gradient, expected_gradient);
+  }
 }
 
 void bad_target() {
@@ -213,8 +240,8 @@ void softmax_rows(index_t sentences, index_t heads, index_t queries, index_t key
                           std::to_string(queries) + "," + std::to_string(keys) + "]";
   const auto x = random_host<T>(extents<matrix>(rows, keys), -3.0, 3.0);
   auto mask = random_host<T>(extents<matrix>(sentences * queries, keys), 0.0, 1.0);
-  for (index_t i = 0; i < mask.size(); ++i) mask.data()[i] = mask.data()[i] < T(0.3) ? T(-1e9) : T{0};
-  const T scale = T(0.7);
+  for (index_t i = 0; i < mask.size(); ++i) mask.data()[i] = double(mask.data()[i]) < 0.3 ? masked_value<T>() : T{0};
+  const compute<T> scale = compute<T>(0.7);
   const attn::repeated_rows<T> repeat{nullptr, queries, heads};
   const auto mask_row = [&](index_t r) { return r / (heads * queries) * queries + r % queries; };
   expect(rows == 0 || repeat.row(rows - 1) == mask_row(rows - 1), "repeated_rows::row " + tag, "the last row's");
@@ -275,7 +302,8 @@ void softmax_rows(index_t sentences, index_t heads, index_t queries, index_t key
 template <class T>
 void layer_norm_rows(index_t rows, index_t width) {
   const std::string tag = type_name<T>() + " " + sizes_text(rows, width);
-  const T epsilon = T(1e-6);
+  using C = compute<T>;  // the rows' statistics
+  const C epsilon = C(1e-6);
   const auto x = random_host<T>(extents<matrix>(rows, width), -2.0, 3.0);
   const auto gain = random_host<T>(extents<list>(width), 0.5, 1.5);
   const auto bias = random_host<T>(extents<list>(width));
@@ -312,15 +340,15 @@ void layer_norm_rows(index_t rows, index_t width) {
   const auto device_gain = upload(gain);
   const auto device_bias = upload(bias);
   guarded<T, matrix> out(extents<matrix>(rows, width));
-  guarded<T, list> row_mean{extents<list>(rows)}, row_rstd{extents<list>(rows)};
+  guarded<C, list> row_mean{extents<list>(rows)}, row_rstd{extents<list>(rows)};
   prims::layer_norm_rows(out.view().data(), row_mean.view().data(), row_rstd.view().data(), device_x.data(),
                          device_gain.data(), device_bias.data(), rows, width, epsilon);
   compare_guarded("layer_norm_rows " + tag, out, y);
   compare_guarded("layer_norm_rows mean " + tag, row_mean, mean);
   compare_guarded("layer_norm_rows rstd " + tag, row_rstd, rstd);
 
-  // The sums over many rows in float: a looser bound than one row's.
-  const double sum_tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-11;
+  // The sums over many rows in float: a looser bound than one row's (16 bits: the half unit).
+  const double sum_tolerance = attn::is_float16_storage<T> ? 0.5 : std::is_same_v<T, float> ? 1e-4 : 1e-11;
   for (const int mode : {0, 1, 2}) {  // dx written, dx added, no dx
     const std::string what = mode == 0 ? "" : mode == 1 ? "added " : "without dx ";
     guarded<T, matrix> d_x(extents<matrix>(rows, width));
@@ -406,7 +434,7 @@ void all_of_type() {
   masks<T>();
   for (const index_t rows : {index_t{1}, index_t{5}})
     for (const index_t classes : {index_t{1}, index_t{3}, index_t{1000}, index_t{5003}}) cross_entropy<T>(rows, classes);
-  adam_and_norms<T>();
+  if constexpr (!attn::is_float16_storage<T>) adam_and_norms<T>();  // the parameters' types
   softmax_rows<T>(1, 1, 1, 1);
   softmax_rows<T>(2, 3, 5, 7);
   softmax_rows<T>(3, 2, 17, 129);
@@ -422,6 +450,8 @@ int main() {
   try {
     all_of_type<float>();
     all_of_type<double>();
+    all_of_type<attn::bfloat16>();
+    all_of_type<attn::float16>();
     bad_ids();
     bad_target();
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 // Helpers for unit tests: random contents, plain-loop indexing and error norms.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -69,6 +70,30 @@ double relative_error(const T* out, const std::vector<double>& ref) {
     norm += ref[i] * ref[i];
   }
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// A unit in the last place of 16-bit type T at x (bfloat16: 8 significant bits and float's
+/// exponents; float16: 11 bits, subnormals below 2⁻¹⁴).
+template <class T>
+double ulp_of(double x) {
+  constexpr int bits = std::is_same_v<T, bfloat16> ? 8 : 11;
+  constexpr int min_exponent = std::is_same_v<T, bfloat16> ? -126 : -14;
+  const int exponent = x == 0 ? min_exponent : std::max(min_exponent, std::ilogb(x));
+  return std::ldexp(1.0, exponent - (bits - 1));
+}
+
+/// The largest error of 16-bit outputs, in units in the last place of the references, after
+/// `slack` (the float arithmetic before the one rounding) is taken off; infinity for a NaN.
+/// A result rounded once from float is within half a unit.
+template <class T>
+double ulps_off(const T* out, const std::vector<double>& ref, double slack) {
+  double worst = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double o = static_cast<double>(out[i]);
+    if (std::isnan(o)) return INFINITY;
+    worst = std::max(worst, (std::abs(o - ref[i]) - slack) / ulp_of<T>(ref[i]));
+  }
+  return worst;
 }
 
 /// The reference computed by f(index) for every element of shape S, as doubles in row-major order.

@@ -3,6 +3,8 @@
 // a GEMM and then an elementwise pass over its result (expr/affine.hpp names the pattern).
 // Products cuBLASLt offers no algorithm for, double ones, batched ones and biases off 16-byte
 // alignment take that second road: contract_into, then the bias (and ReLU) in one generated kernel.
+// float, bfloat16 and float16 products go through cuBLASLt, the 16-bit ones on tensor cores
+// with float accumulation, the bias added in float and the result rounded once.
 #pragma once
 
 #include <cublasLt.h>
@@ -49,6 +51,7 @@ inline std::uint32_t alignment_of(const void* p) {
 /// operands' alignments.
 struct affine_key {
   int device;
+  cudaDataType_t type;  // of A, B, D and the bias
   int m, n, k;  // cuBLAS's: D (m x n) = op(A) (m x k) · op(B) (k x n), column-major
   bool a_transposed, b_transposed, relu, tf32;
   std::uint32_t align_a, align_b, align_d, align_bias;
@@ -61,6 +64,8 @@ class affine_plan {
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // Hopper's kernels like 32 MiB
 
   explicit affine_plan(const affine_key& key) {
+    // Accumulation and α, β in float whatever the operands (CUBLAS_COMPUTE_32F); the bias is of
+    // D's type (cuBLASLt's default for 16-bit D).
     ATTN_CUDA_CHECK(cublasLtMatmulDescCreate(&matmul_, key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                              CUDA_R_32F));
     const cublasOperation_t op_a = key.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -70,11 +75,11 @@ class affine_plan {
     set(CUBLASLT_MATMUL_DESC_TRANSB, op_b);
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
     // Stored shapes (before op): A is m x k, or k x m when transposed; B is k x n, or n x k.
-    ATTN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_32F, key.a_transposed ? key.k : key.m,
+    ATTN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&a_, key.type, key.a_transposed ? key.k : key.m,
                                                key.a_transposed ? key.m : key.k, key.a_transposed ? key.k : key.m));
-    ATTN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_32F, key.b_transposed ? key.n : key.k,
+    ATTN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&b_, key.type, key.b_transposed ? key.n : key.k,
                                                key.b_transposed ? key.k : key.n, key.b_transposed ? key.n : key.k));
-    ATTN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, key.m, key.n, key.m));
+    ATTN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&d_, key.type, key.m, key.n, key.m));
 
     cublasLtMatmulPreference_t preference = nullptr;
     ATTN_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -108,7 +113,7 @@ class affine_plan {
 
   /// D = op(A)·op(B) + bias (then ReLU), enqueued on attn's stream. False (nothing done, the
   /// plan marked unusable) when cuBLASLt refuses the call as not supported.
-  bool run(const float* a, const float* b, const float* bias, float* d) {
+  bool run(const void* a, const void* b, const void* bias, void* d) {
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
     const float one = 1, zero = 0;  // beta 0: C (= D) is not read
     scratch_ptr workspace = allocate_scratch(heuristic_.workspaceSize);
@@ -148,13 +153,20 @@ inline affine_plan& plan_for(const affine_key& key) {
   return *plan;
 }
 
-/// The second road: the product into dst, then dst = [relu](dst + bias) in one kernel.
+/// The second road: the product into dst, then dst = [relu](dst + bias) in one kernel. For a
+/// 16-bit dst the product goes to a float temporary instead, so that dst is rounded once.
 template <class T, class S, class Product, class Bias>
 void affine_in_two_passes(const tensor_view<T, S, cuda>& dst, const Product& product, const Bias& bias, bool relu) {
-  contract_into(dst, product);
-  const auto biased = dst + broadcast(bias, dst.extents());
-  if (relu) evaluate_elementwise(dst, attn::relu(biased));
-  else evaluate_elementwise(dst, biased);
+  if constexpr (is_float16_storage<std::remove_const_t<T>>) {
+    const auto biased = product + broadcast(bias, dst.extents());
+    if (relu) evaluate_elementwise(dst, attn::relu(biased));
+    else evaluate_elementwise(dst, biased);
+  } else {
+    contract_into(dst, product);
+    const auto biased = dst + broadcast(bias, dst.extents());
+    if (relu) evaluate_elementwise(dst, attn::relu(biased));
+    else evaluate_elementwise(dst, biased);
+  }
 }
 
 }  // namespace detail
@@ -173,7 +185,7 @@ void affine_into(const tensor_view<T, S, cuda>& dst, const Product& product, con
   const index_t m = detail::product_of<a_free>(sizes);
   const index_t n = detail::product_of<b_free>(sizes);
   const index_t k = product.a.extents().template extent<K>();
-  if constexpr (!std::is_same_v<V, float>) {
+  if constexpr (!std::is_same_v<V, float> && !is_float16_storage<V>) {
     detail::affine_in_two_passes(dst, product, bias, relu);
   } else {
     // cuBLASLt reads n bias elements; products with other free dimensions of W than the bias's
@@ -193,13 +205,14 @@ void affine_into(const tensor_view<T, S, cuda>& dst, const Product& product, con
     int device = 0;
     ATTN_CUDA_CHECK(cudaGetDevice(&device));
     const detail::affine_key key{device,
+                                 detail::data_type<V>(),
                                  detail::blas_int(n, "free size of b"),
                                  detail::blas_int(m, "free size of a"),
                                  detail::blas_int(k, "contracted size"),
                                  b.transposed,
                                  a.transposed,
                                  relu,
-                                 tf32_products().load(),
+                                 std::is_same_v<V, float> && tf32_products().load(),
                                  detail::alignment_of(b.data),
                                  detail::alignment_of(a.data),
                                  detail::alignment_of(dst.data()),

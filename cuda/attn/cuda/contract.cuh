@@ -106,6 +106,28 @@ index_t product_of(const Sizes& sizes) {
   }(List{});
 }
 
+/// cuBLAS's name of an element type.
+template <class T>
+constexpr cudaDataType_t data_type() {
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  else if constexpr (std::is_same_v<T, double>) return CUDA_R_64F;
+  else if constexpr (std::is_same_v<T, bfloat16>) return CUDA_R_16BF;
+  else if constexpr (std::is_same_v<T, float16>) return CUDA_R_16F;
+  else static_assert(sizeof(T) == 0, "attn::cuda: cuBLAS multiplies float, double, bfloat16 and float16");
+}
+
+/// C = A·B of 16-bit operands on tensor cores, accumulated in float (CUBLAS_COMPUTE_32F), C
+/// rounded once to its own type (16 bits, or float for a temporary read on in float).
+template <class In, class Out>
+cublasStatus_t gemm_ex_strided_batched(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m,
+                                       int n, int k, const In* a, int lda, long long stride_a, const In* b, int ldb,
+                                       long long stride_b, Out* c, int ldc, long long stride_c, int batches) {
+  const float one = 1, zero = 0;
+  return cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, &one, a, data_type<In>(), lda, stride_a, b,
+                                    data_type<In>(), ldb, stride_b, &zero, c, data_type<Out>(), ldc, stride_c,
+                                    batches, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 inline cublasStatus_t gemm_strided_batched(cublasHandle_t handle, cublasOperation_t op_a,
                                            cublasOperation_t op_b, int m, int n, int k,
                                            const float* alpha, const float* a, int lda,
@@ -136,12 +158,16 @@ inline int blas_int(index_t value, const char* what) {
 }  // namespace detail
 
 /// Evaluates `contraction` (an expr::contract) into dst: C[b] (m x n) = A[b] (m x k) B[b]
-/// (k x n) for every batch b, all row-major.
+/// (k x n) for every batch b, all row-major. Operands of 16 bits are multiplied on tensor
+/// cores with float accumulation; dst then holds 16 bits or float.
 template <class T, class S, class E>
 void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
   using V = std::remove_const_t<T>;
-  static_assert(std::is_same_v<V, float> || std::is_same_v<V, double>,
-                "attn::contract: the CUDA backend contracts float or double tensors");
+  using In = typename E::value_type;
+  static_assert(std::is_same_v<In, float> || std::is_same_v<In, double> || is_float16_storage<In>,
+                "attn::contract: the CUDA backend contracts float, double, bfloat16 or float16 tensors");
+  static_assert(std::is_same_v<V, In> || std::is_same_v<V, accumulate_t<In>>,
+                "attn::contract: the destination holds the operands' type or their compute type");
   using K = typename E::contracted_dim;
   using batch = typename E::batch_dims;
   using a_free = typename E::a_free_dims;
@@ -169,16 +195,22 @@ void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
   // cuBLAS is column-major, and a row-major m x n matrix is a column-major n x m one: so
   // compute Cᵀ = Bᵀ Aᵀ. Row-major B (k x n) read column-major is already Bᵀ (op N, ld n);
   // stored transposed (n x k) it is B (op T, ld k). Likewise for A with m.
-  const V one = 1;
-  const V zero = 0;  // with beta 0, cuBLAS does not read C: its old contents may be anything
-  ATTN_CUDA_CHECK(detail::gemm_strided_batched(
-      blas_handle(), b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
-      a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, detail::blas_int(n, "free size of b"),
-      detail::blas_int(m, "free size of a"), detail::blas_int(k, "contracted size"), &one, b.data,
-      detail::blas_int(b.transposed ? k : n, "leading dimension of b"), k * n, a.data,
-      detail::blas_int(a.transposed ? m : k, "leading dimension of a"), m * k, &zero, dst.data(),
-      detail::blas_int(n, "leading dimension of c"), m * n,
-      detail::blas_int(batches, "batch count")));
+  const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int rows = detail::blas_int(n, "free size of b"), columns = detail::blas_int(m, "free size of a");
+  const int depth = detail::blas_int(k, "contracted size");
+  const int ld_b = detail::blas_int(b.transposed ? k : n, "leading dimension of b");
+  const int ld_a = detail::blas_int(a.transposed ? m : k, "leading dimension of a");
+  const int ld_c = detail::blas_int(n, "leading dimension of c"), count = detail::blas_int(batches, "batch count");
+  if constexpr (is_float16_storage<In>) {
+    ATTN_CUDA_CHECK(detail::gemm_ex_strided_batched(blas_handle(), op_b, op_a, rows, columns, depth, b.data, ld_b,
+                                                    k * n, a.data, ld_a, m * k, dst.data(), ld_c, m * n, count));
+  } else {
+    const V one = 1;
+    const V zero = 0;  // with beta 0, cuBLAS does not read C: its old contents may be anything
+    ATTN_CUDA_CHECK(detail::gemm_strided_batched(blas_handle(), op_b, op_a, rows, columns, depth, &one, b.data, ld_b,
+                                                 k * n, a.data, ld_a, m * k, &zero, dst.data(), ld_c, m * n, count));
+  }
 }
 
 }  // namespace attn::cuda_backend

@@ -124,16 +124,18 @@ struct index_map {
 // free of class-type template arguments (dimension names), which nvcc cannot print into its
 // host stubs, and lets trees of the same structure over different dimensions share a kernel.
 // `p(i)` is the node's element at its row-major linear index i, I being the kernel's index
-// type (32 or 64 bits).
+// type (32 or 64 bits). A plan's value_type is what it computes in: accumulate_t of the node's
+// (float for 16-bit storage, which a leaf widens as it reads it and the kernel rounds once, as
+// it stores the result).
 
 /// A leaf: dense row-major data, read at the node's own index. Also the form of a reduction
 /// or contraction evaluated into a temporary.
 template <class T>
 struct leaf_plan {
-  using value_type = T;
+  using value_type = accumulate_t<T>;
   const T* data;
   template <class I>
-  __device__ T operator()(I i) const { return data[i]; }
+  __device__ value_type operator()(I i) const { return value_type(data[i]); }
 };
 
 template <class T>
@@ -153,13 +155,14 @@ struct iota_plan {
   __device__ T operator()(I i) const { return start + static_cast<T>(i); }
 };
 
-// The scalar functors of expr/ops.hpp are stateless: plans call a fresh Op{} rather than store one.
+// The scalar functors of expr/ops.hpp are stateless: plans call a fresh Op{} rather than store
+// one. A cast to a 16-bit type rounds there and widens again.
 template <class Op, class A>
 struct unary_plan {
-  using value_type = decltype(Op{}(std::declval<typename A::value_type>()));
+  using value_type = accumulate_t<decltype(Op{}(std::declval<typename A::value_type>()))>;
   A a;
   template <class I>
-  __device__ value_type operator()(I i) const { return Op{}(a(i)); }
+  __device__ value_type operator()(I i) const { return value_type(Op{}(a(i))); }
 };
 
 template <class Op, class A, class B>
@@ -232,7 +235,7 @@ struct planner<tensor_view<T, S, cuda>> {
 
 template <class T, class S>
 struct planner<expr::constant<T, S, cuda>> {
-  static constant_plan<T> make(const expr::constant<T, S, cuda>& c, workspace&) { return {c.value}; }
+  static constant_plan<accumulate_t<T>> make(const expr::constant<T, S, cuda>& c, workspace&) { return {c.value}; }
 };
 
 /// A marked input (expr/derivative.hpp) is its operand.
@@ -243,7 +246,7 @@ struct planner<expr::input<I, A>> {
 
 template <class T, class D>
 struct planner<expr::iota<T, D, cuda>> {
-  static iota_plan<T> make(const expr::iota<T, D, cuda>& e, workspace&) { return {e.start}; }
+  static iota_plan<accumulate_t<T>> make(const expr::iota<T, D, cuda>& e, workspace&) { return {e.start}; }
 };
 
 template <class Op, class A>
@@ -309,10 +312,11 @@ struct planner<expr::slice<D, A>> {
 };
 
 /// Reductions and contractions inside a tree: evaluated into a temporary, then read as a leaf.
+/// The temporary holds the compute type: a product of 16-bit operands is read on in float.
 template <class E>
 struct materialised_planner {
-  static leaf_plan<typename E::value_type> make(const E& e, workspace& ws) {
-    const auto result = ws.template make<typename E::value_type>(e.extents());
+  static leaf_plan<accumulate_t<typename E::value_type>> make(const E& e, workspace& ws) {
+    const auto result = ws.template make<accumulate_t<typename E::value_type>>(e.extents());
     evaluate_into(result, e);
     return {result.data()};
   }
@@ -329,14 +333,15 @@ plan_t<E> make_plan(const E& e, workspace& ws) {
   return planner<E>::make(e, ws);
 }
 
-/// The generated kernel: out[i] = plan(i) for every element, in a grid-stride loop.
+/// The generated kernel: out[i] = plan(i) for every element, in a grid-stride loop (rounded
+/// to T there when T is a 16-bit type).
 template <class Plan, class T, class Index>
 __global__ void __launch_bounds__(256)
     elementwise_kernel(const Plan plan, T* __restrict__ out, const Index size) {
   const Index step = static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
   for (Index i = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + threadIdx.x;
        i < size; i += step)
-    out[i] = plan(i);
+    out[i] = static_cast<T>(plan(i));
 }
 
 namespace detail {
@@ -384,7 +389,8 @@ void launch_elementwise(const Plan& p, T* out, index_t n) {
 /// One launch with the given index type (exposed so that tests can force 64-bit indices).
 template <class Index, class T, class S, class E>
 void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
-  static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>>,
+  static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>> ||
+                    std::is_same_v<accumulate_t<typename E::value_type>, std::remove_const_t<T>>,
                 "attn::cuda: the expression's value type differs from the destination's");
   const index_t n = dst.size();
   if (n == 0) return;
@@ -397,9 +403,11 @@ void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
 /// Evaluates an elementwise tree (any depth; nested reductions and contractions first) into
 /// dst with one kernel launch. dst must not overlap what the tree reads at other positions:
 /// executor<cuda>::assign checks that. A bare view is copied with cudaMemcpyAsync instead.
+/// dst holds the tree's value type, or its compute type (a temporary in float of a 16-bit
+/// tree, read on by a reduction or a product).
 template <class T, class S, class E>
 void evaluate_elementwise(const tensor_view<T, S, cuda>& dst, const E& e) {
-  if constexpr (is_tensor_view_v<E>) {
+  if constexpr (is_tensor_view_v<E> && std::is_same_v<typename E::value_type, std::remove_const_t<T>>) {
     memory<cuda>::copy(dst.data(), e.data(), static_cast<std::size_t>(dst.size()) * sizeof(T));
   } else if (detail::largest_size(e) <= std::numeric_limits<std::int32_t>::max()) {
     // 32-bit division is several times cheaper than 64-bit on the GPU; broadcast, permute

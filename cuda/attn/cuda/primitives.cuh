@@ -4,6 +4,8 @@
 // Adam's update), the kernels keep that order and round every product and sum on its own
 // (__fmul_rn, __fadd_rn: no fused multiply-add), so that a GPU step gives the CPU's numbers bit
 // for bit there. Reductions over a row (the loss) use a tree order and agree to rounding.
+// 16-bit T (bfloat16, float16) is widened as it is read and computed in C = accumulate_t<T>
+// (float), each output rounded once; for float and double C is T and nothing changes.
 #pragma once
 
 #include <attn/core.hpp>
@@ -97,8 +99,8 @@ __device__ inline void report(unsigned long long* bad, index_t position) {
   atomicMin(bad, static_cast<unsigned long long>(position));
 }
 
-template <class T, class Id>
-__global__ void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, T scale,
+template <class T, class Id, class C = accumulate_t<T>>
+__global__ void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, C scale,
                             unsigned long long* bad) {
   for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
     const Id id = ids[i];
@@ -108,24 +110,24 @@ __global__ void gather_rows(T* out, const T* table, index_t rows, index_t width,
     }
     const T* from = table + static_cast<index_t>(id) * width;
     T* to = out + i * width;
-    for (index_t c = threadIdx.x; c < width; c += blockDim.x) to[c] = mul_rn(from[c], scale);
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) to[c] = T(mul_rn(C(from[c]), scale));
   }
 }
 
 /// One block per run of equal ids in `sorted_ids` (sorted stably, so a run lists its positions
 /// in order): table[id, c] += rows_in[position, c] · scale, position after position, as the CPU.
-template <class T, class Id>
+template <class T, class Id, class C = accumulate_t<T>>
 __global__ void scatter_add_sorted(T* table, index_t width, const T* rows_in, const Id* sorted_ids,
-                                   const index_t* positions, index_t count, T scale) {
+                                   const index_t* positions, index_t count, C scale) {
   for (index_t start = blockIdx.x; start < count; start += gridDim.x) {
     if (start > 0 && sorted_ids[start - 1] == sorted_ids[start]) continue;  // not the first of its run
     const Id id = sorted_ids[start];
     T* to = table + static_cast<index_t>(id) * width;
     for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-      T sum = to[c];
+      C sum = C(to[c]);
       for (index_t j = start; j < count && sorted_ids[j] == id; ++j)
-        sum = add_rn(sum, mul_rn(rows_in[positions[j] * width + c], scale));
-      to[c] = sum;
+        sum = add_rn(sum, mul_rn(C(rows_in[positions[j] * width + c]), scale));
+      to[c] = T(sum);
     }
   }
 }
@@ -165,43 +167,44 @@ __global__ void attention_mask(T* bias, const Id* key_ids, index_t sentences, in
 
 /// One block a row: the row's maximum, then exp(x − max) written and summed, then scaled to
 /// the softmax; the row's −log p(target) and smoothed loss go to row_nll and row_smoothed.
-template <class T, class Id>
+template <class T, class Id, class C = accumulate_t<T>>
 __global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t rows, index_t classes, double smoothing,
-                                   Id pad, T* probabilities, T* weight, double* row_nll, double* row_smoothed,
+                                   Id pad, C* probabilities, C* weight, double* row_nll, double* row_smoothed,
                                    unsigned long long* bad) {
-  __shared__ T shared_t[32];
+  __shared__ C shared_t[32];
   __shared__ double shared_d[32];
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * classes;
-    T* p = probabilities + r * classes;
-    T local_max = -std::numeric_limits<T>::infinity();
+    C* p = probabilities + r * classes;
+    C local_max = -std::numeric_limits<C>::infinity();
     double local_total = 0;
     for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      local_max = x[c] > local_max ? x[c] : local_max;
-      local_total += double(x[c]);
+      const C value = C(x[c]);
+      local_max = value > local_max ? value : local_max;
+      local_total += double(value);
     }
-    const T row_max = block_reduce(local_max, maximum{}, -std::numeric_limits<T>::infinity(), shared_t);
+    const C row_max = block_reduce(local_max, maximum{}, -std::numeric_limits<C>::infinity(), shared_t);
     const double row_total = block_reduce(local_total, plus{}, 0.0, shared_d);
-    T local_sum = 0;
+    C local_sum = 0;
     for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const T e = exp_of(x[c] - row_max);
+      const C e = exp_of(C(x[c]) - row_max);
       p[c] = e;
       local_sum += e;
     }
-    const T sum = block_reduce(local_sum, plus{}, T{0}, shared_t);
-    const T inverse = T{1} / sum;
+    const C sum = block_reduce(local_sum, plus{}, C{0}, shared_t);
+    const C inverse = C{1} / sum;
     for (index_t c = threadIdx.x; c < classes; c += blockDim.x) p[c] *= inverse;
     if (threadIdx.x == 0) {
       const Id target = targets[r];
       if (target == pad) {
-        weight[r] = T{0};
+        weight[r] = C{0};
         row_nll[r] = row_smoothed[r] = 0;
       } else if (target < 0 || target >= classes) {
-        weight[r] = T{0};
+        weight[r] = C{0};
         row_nll[r] = row_smoothed[r] = 0;
         report(bad, r);
       } else {
-        weight[r] = T{1};
+        weight[r] = C{1};
         const double log_sum = ::log(double(sum)) + double(row_max);
         const double log_p_target = double(x[target]) - log_sum;
         const double mean_log_p = row_total / double(classes) - log_sum;
@@ -233,21 +236,23 @@ __global__ void cross_entropy_totals(const double* row_nll, const double* row_sm
   }
 }
 
-template <class T, class Id>
-__global__ void cross_entropy_backward(T* gradient, const Id* targets, const T* weight, index_t rows, index_t classes,
-                                       T uniform_share, T target_share, T scale) {
+/// gradient (T) from the probabilities (C), which may be the same memory when T is C: each
+/// element is read before it is written, by the same thread.
+template <class T, class Id, class C = accumulate_t<T>>
+__global__ void cross_entropy_backward(T* gradient, const C* probabilities, const Id* targets, const C* weight,
+                                       index_t rows, index_t classes, C uniform_share, C target_share, C scale) {
   const index_t n = rows * classes;
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<index_t>(gridDim.x) * blockDim.x) {
     const index_t r = i / classes, c = i % classes;
-    const T row_scale = weight[r] * scale;
-    if (row_scale == T{0}) {
+    const C row_scale = weight[r] * scale;
+    if (row_scale == C{0}) {
       gradient[i] = T{0};
       continue;
     }
-    T g = (gradient[i] - uniform_share) * row_scale;
+    C g = (probabilities[i] - uniform_share) * row_scale;
     if (c == static_cast<index_t>(targets[r])) g -= target_share * row_scale;
-    gradient[i] = g;
+    gradient[i] = T(g);
   }
 }
 
@@ -271,61 +276,61 @@ struct warp_rows {
 
 /// A warp a row: the row's maximum, then Σ exp(x − max), then the softmax written, each pass
 /// reading x · scale + bias again (from the cache) rather than keeping it.
-template <class T>
-__global__ void softmax_rows(T* out, const T* in, index_t rows, index_t width, T scale, repeated_rows<T> bias) {
+template <class T, class C = accumulate_t<T>>
+__global__ void softmax_rows(T* out, const T* in, index_t rows, index_t width, C scale, repeated_rows<T> bias) {
   const int lane = threadIdx.x % 32;
   const warp_rows mine;
   for (index_t r = mine.first; r < rows; r += mine.step) {
     const T* x = in + r * width;
     const T* b = bias.data ? bias.data + bias.row(r) * width : nullptr;
-    const auto value = [&](index_t c) { return b ? x[c] * scale + b[c] : x[c] * scale; };
-    T row_max = -std::numeric_limits<T>::infinity();
+    const auto value = [&](index_t c) { return b ? C(x[c]) * scale + C(b[c]) : C(x[c]) * scale; };
+    C row_max = -std::numeric_limits<C>::infinity();
     for (index_t c = lane; c < width; c += 32) row_max = maximum{}(row_max, value(c));
     row_max = warp_reduce(row_max, maximum{});
-    T total = 0;
+    C total = 0;
     for (index_t c = lane; c < width; c += 32) total += exp_of(value(c) - row_max);
-    const T inverse = T{1} / warp_reduce(total, plus{});
+    const C inverse = C{1} / warp_reduce(total, plus{});
     T* y = out + r * width;
-    for (index_t c = lane; c < width; c += 32) y[c] = exp_of(value(c) - row_max) * inverse;
+    for (index_t c = lane; c < width; c += 32) y[c] = T(exp_of(value(c) - row_max) * inverse);
   }
 }
 
 /// A warp a row: dx (+)= scale · y ⊙ (dy − Σ dy ⊙ y).
-template <class T>
-__global__ void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, T scale) {
+template <class T, class C = accumulate_t<T>>
+__global__ void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, C scale) {
   const int lane = threadIdx.x % 32;
   const warp_rows mine;
   for (index_t r = mine.first; r < rows; r += mine.step) {
     const T* y_row = y + r * width;
     const T* dy_row = dy + r * width;
-    T dot = 0;
-    for (index_t c = lane; c < width; c += 32) dot += dy_row[c] * y_row[c];
+    C dot = 0;
+    for (index_t c = lane; c < width; c += 32) dot += C(dy_row[c]) * C(y_row[c]);
     dot = warp_reduce(dot, plus{});
     T* dx_row = dx + r * width;
     for (index_t c = lane; c < width; c += 32) {
-      const T g = (dy_row[c] - dot) * y_row[c] * scale;
-      dx_row[c] = add ? dx_row[c] + g : g;
+      const C g = (C(dy_row[c]) - dot) * C(y_row[c]) * scale;
+      dx_row[c] = T(add ? C(dx_row[c]) + g : g);
     }
   }
 }
 
 /// A warp a row: the mean, the variance of the centred row (a second pass, for accuracy), the
 /// row normalised, scaled and shifted.
-template <class T>
-__global__ void layer_norm_rows(T* out, T* row_mean, T* row_rstd, const T* in, const T* gain, const T* bias,
-                                index_t rows, index_t width, T epsilon) {
+template <class T, class C = accumulate_t<T>>
+__global__ void layer_norm_rows(T* out, C* row_mean, C* row_rstd, const T* in, const T* gain, const T* bias,
+                                index_t rows, index_t width, C epsilon) {
   const int lane = threadIdx.x % 32;
   const warp_rows mine;
   for (index_t r = mine.first; r < rows; r += mine.step) {
     const T* x = in + r * width;
-    T total = 0;
-    for (index_t c = lane; c < width; c += 32) total += x[c];
-    const T mean = warp_reduce(total, plus{}) / T(width);
-    T squares = 0;
-    for (index_t c = lane; c < width; c += 32) squares += (x[c] - mean) * (x[c] - mean);
-    const T rstd = T{1} / sqrt_rn(warp_reduce(squares, plus{}) / T(width) + epsilon);
+    C total = 0;
+    for (index_t c = lane; c < width; c += 32) total += C(x[c]);
+    const C mean = warp_reduce(total, plus{}) / C(width);
+    C squares = 0;
+    for (index_t c = lane; c < width; c += 32) squares += (C(x[c]) - mean) * (C(x[c]) - mean);
+    const C rstd = C{1} / sqrt_rn(warp_reduce(squares, plus{}) / C(width) + epsilon);
     T* y = out + r * width;
-    for (index_t c = lane; c < width; c += 32) y[c] = (x[c] - mean) * rstd * gain[c] + bias[c];
+    for (index_t c = lane; c < width; c += 32) y[c] = T((C(x[c]) - mean) * rstd * C(gain[c]) + C(bias[c]));
     if (lane == 0) {
       row_mean[r] = mean;
       row_rstd[r] = rstd;
@@ -341,52 +346,52 @@ inline constexpr int layer_norm_rows_at_once = 64;
 /// partial sums of the gain and bias gradients, written to `partial` [blocks, 2, width]. The
 /// last block to finish adds every block's partials in block order: no atomics on the sums,
 /// so the result does not depend on which block ran first.
-template <class T>
+template <class T, class C = accumulate_t<T>>
 __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
-                                         const T* row_mean, const T* row_rstd, const T* gain, index_t rows,
-                                         index_t width, index_t rows_a_block, T* partial, unsigned* finished) {
-  __shared__ T g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
+                                         const C* row_mean, const C* row_rstd, const T* gain, index_t rows,
+                                         index_t width, index_t rows_a_block, C* partial, unsigned* finished) {
+  __shared__ C g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
   __shared__ bool last_block;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool sums = gain_grad || bias_grad;
   const index_t first = static_cast<index_t>(blockIdx.x) * rows_a_block;
   const index_t end = first + rows_a_block < rows ? first + rows_a_block : rows;
-  T* gain_partial = partial + static_cast<index_t>(blockIdx.x) * 2 * width;
-  T* bias_partial = gain_partial + width;
+  C* gain_partial = partial + static_cast<index_t>(blockIdx.x) * 2 * width;
+  C* bias_partial = gain_partial + width;
   if (sums)
-    for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = T{0};
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = C{0};
   for (index_t at = first; at < end; at += layer_norm_rows_at_once) {
     const index_t stop = at + layer_norm_rows_at_once < end ? at + layer_norm_rows_at_once : end;
     if (dx) {
       for (index_t r = at + warp; r < stop; r += warps_a_block) {
-        const T mean = row_mean[r], rstd = row_rstd[r];
-        T g_total = 0, gx_total = 0;
+        const C mean = row_mean[r], rstd = row_rstd[r];
+        C g_total = 0, gx_total = 0;
         for (index_t c = lane; c < width; c += 32) {
-          const T g = mul_rn(dy[r * width + c], gain[c]);  // rounded as in the dx loop below
+          const C g = mul_rn(C(dy[r * width + c]), C(gain[c]));  // rounded as in the dx loop below
           g_total += g;
-          gx_total += g * ((in[r * width + c] - mean) * rstd);
+          gx_total += g * ((C(in[r * width + c]) - mean) * rstd);
         }
         g_total = warp_reduce(g_total, plus{});
         gx_total = warp_reduce(gx_total, plus{});
         if (lane == 0) {
-          g_mean[r - at] = g_total / T(width);
-          gx_mean[r - at] = gx_total / T(width);
+          g_mean[r - at] = g_total / C(width);
+          gx_mean[r - at] = gx_total / C(width);
         }
       }
     }
     __syncthreads();
     for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-      T gain_sum = 0, bias_sum = 0;
+      C gain_sum = 0, bias_sum = 0;
       for (index_t r = at; r < stop; ++r) {
-        const T rstd = row_rstd[r];
-        const T x_hat = (in[r * width + c] - row_mean[r]) * rstd;
-        const T d = dy[r * width + c];
+        const C rstd = row_rstd[r];
+        const C x_hat = (C(in[r * width + c]) - row_mean[r]) * rstd;
+        const C d = C(dy[r * width + c]);
         gain_sum += d * x_hat;
         bias_sum += d;
         if (dx) {
           // d·gain rounded on its own (no fused multiply-add): at width 1, g − mean(g) is then 0.
-          const T g = (mul_rn(d, gain[c]) - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
-          dx[r * width + c] = add ? dx[r * width + c] + g : g;
+          const C g = (mul_rn(d, C(gain[c])) - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
+          dx[r * width + c] = T(add ? C(dx[r * width + c]) + g : g);
         }
       }
       if (sums) {
@@ -403,13 +408,13 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
   __syncthreads();
   if (!last_block) return;
   for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-    T gain_total = 0, bias_total = 0;
+    C gain_total = 0, bias_total = 0;
     for (index_t b = 0; b < gridDim.x; ++b) {
       gain_total += __ldcg(partial + b * 2 * width + c);  // from L2: other blocks wrote them
       bias_total += __ldcg(partial + (b * 2 + 1) * width + c);
     }
-    if (gain_grad) gain_grad[c] += gain_total;
-    if (bias_grad) bias_grad[c] += bias_total;
+    if (gain_grad) gain_grad[c] = T(C(gain_grad[c]) + gain_total);
+    if (bias_grad) bias_grad[c] = T(C(bias_grad[c]) + bias_total);
   }
 }
 
@@ -545,7 +550,8 @@ struct primitives<cuda> {
   /// Checks the ids on the device, and waits for the check: a bad id is an exception here, as
   /// on the CPU, not a wrong embedding later.
   template <class T, class Id>
-  static void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, T scale) {
+  static void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count,
+                          accumulate_t<T> scale) {
     if (count == 0) return;
     cuda_backend::detail::bad_position bad;
     cuda_backend::primitive_kernels::gather_rows<<<grid(count), row_block(width), 0, cuda_backend::stream()>>>(
@@ -562,7 +568,8 @@ struct primitives<cuda> {
 
   /// Sorts (id, position) pairs stably by id, then adds each id's rows in position order.
   template <class T, class Id>
-  static void scatter_add_rows(T* table, index_t width, const T* rows_in, const Id* ids, index_t count, T scale) {
+  static void scatter_add_rows(T* table, index_t width, const T* rows_in, const Id* ids, index_t count,
+                               accumulate_t<T> scale) {
     if (count == 0) return;
     const int items = cuda_backend::detail::cub_items(count);
     cuda_backend::scratch_ptr positions = cuda_backend::allocate_scratch(sizeof(index_t) * count);
@@ -629,7 +636,8 @@ struct primitives<cuda> {
   /// One launch over the rows (a block each), one for the totals, one copy back (which waits).
   template <class T, class Id>
   static cross_entropy_totals cross_entropy(const T* logits, const Id* targets, index_t rows, index_t classes,
-                                            double smoothing, Id pad, T* probabilities, T* weight) {
+                                            double smoothing, Id pad, accumulate_t<T>* probabilities,
+                                            accumulate_t<T>* weight) {
     if (rows == 0) return {};
     cuda_backend::scratch_ptr per_row = cuda_backend::allocate_scratch(sizeof(double) * (2 * rows + 3));
     double* row_nll = static_cast<double*>(per_row.get());
@@ -655,19 +663,23 @@ struct primitives<cuda> {
   }
 
   template <class T, class Id>
-  static void cross_entropy_backward(T* gradient, const Id* targets, const T* weight, index_t rows, index_t classes,
-                                     double smoothing, T scale) {
+  static void cross_entropy_backward(T* gradient, const accumulate_t<T>* probabilities, const Id* targets,
+                                     const accumulate_t<T>* weight, index_t rows, index_t classes, double smoothing,
+                                     accumulate_t<T> scale) {
+    using C = accumulate_t<T>;
     const index_t n = rows * classes;
     if (n == 0) return;
     cuda_backend::primitive_kernels::
         cross_entropy_backward<<<elements(n), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-            gradient, targets, weight, rows, classes, T(smoothing / double(classes)), T(1.0 - smoothing), scale);
+            gradient, probabilities, targets, weight, rows, classes, C(smoothing / double(classes)),
+            C(1.0 - smoothing), scale);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
   /// A warp a row, one launch.
   template <class T>
-  static void softmax_rows(T* out, const T* in, index_t rows, index_t width, T scale, repeated_rows<T> bias) {
+  static void softmax_rows(T* out, const T* in, index_t rows, index_t width, accumulate_t<T> scale,
+                           repeated_rows<T> bias) {
     if (rows == 0 || width == 0) return;
     cuda_backend::primitive_kernels::softmax_rows<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
         out, in, rows, width, scale, bias);
@@ -675,7 +687,8 @@ struct primitives<cuda> {
   }
 
   template <class T>
-  static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, T scale) {
+  static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width,
+                                    accumulate_t<T> scale) {
     if (rows == 0 || width == 0) return;
     cuda_backend::primitive_kernels::softmax_rows_backward<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
         dx, add, y, dy, rows, width, scale);
@@ -684,8 +697,8 @@ struct primitives<cuda> {
 
   /// A warp a row, one launch.
   template <class T>
-  static void layer_norm_rows(T* out, T* row_mean, T* row_rstd, const T* in, const T* gain, const T* bias,
-                              index_t rows, index_t width, T epsilon) {
+  static void layer_norm_rows(T* out, accumulate_t<T>* row_mean, accumulate_t<T>* row_rstd, const T* in,
+                              const T* gain, const T* bias, index_t rows, index_t width, accumulate_t<T> epsilon) {
     if (rows == 0) return;
     cuda_backend::primitive_kernels::layer_norm_rows<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
         out, row_mean, row_rstd, in, gain, bias, rows, width, epsilon);
@@ -696,15 +709,16 @@ struct primitives<cuda> {
   /// gain's and bias's sums are added in the same order on every device.
   template <class T>
   static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
-                                       const T* row_mean, const T* row_rstd, const T* gain, index_t rows,
-                                       index_t width) {
+                                       const accumulate_t<T>* row_mean, const accumulate_t<T>* row_rstd, const T* gain,
+                                       index_t rows, index_t width) {
+    using C = accumulate_t<T>;
     if (rows == 0 || (!dx && !gain_grad && !bias_grad)) return;
     const index_t blocks = std::min<index_t>(512, (rows + 15) / 16);
     const index_t rows_a_block = (rows + blocks - 1) / blocks;
     const bool sums = gain_grad || bias_grad;
     cuda_backend::scratch_ptr scratch =
-        cuda_backend::allocate_scratch(sums ? sizeof(T) * std::size_t(blocks * 2 * width) + sizeof(T) : 0);
-    T* partial = static_cast<T*>(scratch.get());
+        cuda_backend::allocate_scratch(sums ? sizeof(C) * std::size_t(blocks * 2 * width) + sizeof(C) : 0);
+    C* partial = static_cast<C*>(scratch.get());
     unsigned* finished = sums ? reinterpret_cast<unsigned*>(partial + blocks * 2 * width) : nullptr;
     if (sums) ATTN_CUDA_CHECK(cudaMemsetAsync(finished, 0, sizeof(unsigned), cuda_backend::stream()));
     cuda_backend::primitive_kernels::layer_norm_rows_backward<<<unsigned(blocks), block, 0, cuda_backend::stream()>>>(

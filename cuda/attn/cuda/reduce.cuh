@@ -1,7 +1,8 @@
 // Reductions on the GPU: sum, max and mean over one named dimension, the operand seen as
 // [outer, length, inner]. Reducing the last dimension (softmax, LayerNorm) gives contiguous
 // rows: a warp, or a whole block for long rows, per row with shuffles. Otherwise one thread
-// per output walks its column, and neighbouring threads read neighbouring elements.
+// per output walks its column, and neighbouring threads read neighbouring elements. 16-bit
+// operands are summed in float (accumulate_t), the result rounded once where it is stored.
 #pragma once
 
 #include <cstddef>
@@ -45,10 +46,12 @@ __device__ T finish(T accumulated, index_t length) {
 }
 
 /// Contiguous rows (inner == 1): Group threads reduce each row, Group being a warp (short
-/// rows, many of them: eight rows per block) or the whole block (long rows).
-template <class Op, class T, int Group>
+/// rows, many of them: eight rows per block) or the whole block (long rows). In is the
+/// operand's element type, Out the result's; both are combined in T = accumulate_t<In>.
+template <class Op, class In, class Out, int Group>
 __global__ void __launch_bounds__(reduce_block)
-    reduce_rows_kernel(const T* __restrict__ in, T* __restrict__ out, index_t rows, index_t length) {
+    reduce_rows_kernel(const In* __restrict__ in, Out* __restrict__ out, index_t rows, index_t length) {
+  using T = accumulate_t<In>;
   static_assert(Group == 32 || Group == reduce_block, "a group is a warp or the whole block");
   constexpr int rows_per_block = reduce_block / Group;
   constexpr int warps = reduce_block / 32;
@@ -58,9 +61,9 @@ __global__ void __launch_bounds__(reduce_block)
   // __syncthreads below require.
   for (index_t row = static_cast<index_t>(blockIdx.x) * rows_per_block + threadIdx.x / Group;
        row < rows; row += step) {
-    const T* source = in + row * length;
+    const In* source = in + row * length;
     T accumulated = Op::template identity<T>();
-    for (index_t j = lane; j < length; j += Group) accumulated = Op{}(accumulated, source[j]);
+    for (index_t j = lane; j < length; j += Group) accumulated = Op{}(accumulated, T(source[j]));
     accumulated = warp_reduce<Op>(accumulated);
     if constexpr (Group > 32) {
       __shared__ T partial[warps];
@@ -73,24 +76,25 @@ __global__ void __launch_bounds__(reduce_block)
       }
       __syncthreads();  // `partial` is rewritten by the next row
     }
-    if (lane == 0) out[row] = finish<Op>(accumulated, length);
+    if (lane == 0) out[row] = static_cast<Out>(finish<Op>(accumulated, length));
   }
 }
 
 /// Strided columns (inner > 1): one thread per output element.
-template <class Op, class T>
+template <class Op, class In, class Out>
 __global__ void __launch_bounds__(reduce_block)
-    reduce_columns_kernel(const T* __restrict__ in, T* __restrict__ out, index_t outer,
+    reduce_columns_kernel(const In* __restrict__ in, Out* __restrict__ out, index_t outer,
                           index_t length, index_t inner) {
+  using T = accumulate_t<In>;
   const index_t count = outer * inner;
   const index_t step = static_cast<index_t>(gridDim.x) * blockDim.x;
   for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += step) {
     const index_t o = i / inner;
-    const T* source = in + o * length * inner + (i - o * inner);
+    const In* source = in + o * length * inner + (i - o * inner);
     T accumulated = Op::template identity<T>();
-    for (index_t j = 0; j < length; ++j) accumulated = Op{}(accumulated, source[j * inner]);
-    out[i] = finish<Op>(accumulated, length);
+    for (index_t j = 0; j < length; ++j) accumulated = Op{}(accumulated, T(source[j * inner]));
+    out[i] = static_cast<Out>(finish<Op>(accumulated, length));
   }
 }
 
@@ -100,17 +104,17 @@ inline constexpr index_t block_per_row_from = 1024;
 
 /// Launches the kernel that suits the layout. (Template arguments through std::type_identity_t:
 /// see launch_elementwise in elementwise.cuh for why.)
-template <class Op, class T>
-void launch_reduce(const T* in, T* out, index_t outer, index_t length, index_t inner) {
+template <class Op, class In, class Out>
+void launch_reduce(const In* in, Out* out, index_t outer, index_t length, index_t inner) {
   constexpr int block = reduce_block;
   if (inner == 1 && length >= block_per_row_from) {
-    reduce_rows_kernel<std::type_identity_t<Op>, std::type_identity_t<T>, block>
+    reduce_rows_kernel<std::type_identity_t<Op>, std::type_identity_t<In>, std::type_identity_t<Out>, block>
         <<<grid_for(outer * block, block), block, 0, stream()>>>(in, out, outer, length);
   } else if (inner == 1) {
-    reduce_rows_kernel<std::type_identity_t<Op>, std::type_identity_t<T>, 32>
+    reduce_rows_kernel<std::type_identity_t<Op>, std::type_identity_t<In>, std::type_identity_t<Out>, 32>
         <<<grid_for(outer * 32, block), block, 0, stream()>>>(in, out, outer, length);
   } else {
-    reduce_columns_kernel<std::type_identity_t<Op>, std::type_identity_t<T>>
+    reduce_columns_kernel<std::type_identity_t<Op>, std::type_identity_t<In>, std::type_identity_t<Out>>
         <<<grid_for(outer * inner, block), block, 0, stream()>>>(in, out, outer, length, inner);
   }
   ATTN_CUDA_CHECK(cudaGetLastError());
@@ -122,8 +126,8 @@ void launch_reduce(const T* in, T* out, index_t outer, index_t length, index_t i
 /// a tensor view or a reshape of one, else evaluated first into a temporary.
 template <class T, class S, class E>
 void reduce_into(const tensor_view<T, S, cuda>& dst, const E& reduction) {
-  using V = std::remove_const_t<T>;
   using A = std::remove_cvref_t<decltype(reduction.a)>;
+  using V = typename A::value_type;
   using source_shape = typename A::shape_type;
   using D = typename E::reduced_dim;
   using Op = typename E::op_type;
@@ -139,16 +143,13 @@ void reduce_into(const tensor_view<T, S, cuda>& dst, const E& reduction) {
   if (outer * inner == 0) return;
 
   workspace ws;
-  const V* source = nullptr;
   if constexpr (detail::is_viewable<A>) {
-    source = detail::as_view(reduction.a).data();
-  } else {
-    const auto temporary = ws.template make<V>(sizes);
+    detail::launch_reduce<Op>(detail::as_view(reduction.a).data(), dst.data(), outer, length, inner);
+  } else {  // an expression: evaluated first, in its compute type (float for 16-bit operands)
+    const auto temporary = ws.template make<accumulate_t<V>>(sizes);
     evaluate_into(temporary, reduction.a);
-    source = temporary.data();
+    detail::launch_reduce<Op>(temporary.data(), dst.data(), outer, length, inner);
   }
-
-  detail::launch_reduce<Op>(source, dst.data(), outer, length, inner);
 }
 
 }  // namespace attn::cuda_backend

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "config.hpp"
@@ -14,16 +13,10 @@
 namespace attn {
 
 namespace detail {
-ATTN_HOST_DEVICE inline std::uint32_t float_bits(float x) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
-ATTN_HOST_DEVICE inline float bits_float(std::uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
+// __builtin_bit_cast rather than std::bit_cast: constexpr in device code too, without nvcc's
+// --expt-relaxed-constexpr (so that constants such as nn::masked<bfloat16> are constexpr).
+ATTN_HOST_DEVICE constexpr std::uint32_t float_bits(float x) { return __builtin_bit_cast(std::uint32_t, x); }
+ATTN_HOST_DEVICE constexpr float bits_float(std::uint32_t bits) { return __builtin_bit_cast(float, bits); }
 }  // namespace detail
 
 /// bfloat16: the upper half of a float.
@@ -31,16 +24,16 @@ struct bfloat16 {
   std::uint16_t bits = 0;
 
   bfloat16() = default;
-  ATTN_HOST_DEVICE bfloat16(float x) : bits(round(detail::float_bits(x))) {}  // NOLINT: converts like float
-  ATTN_HOST_DEVICE operator float() const { return detail::bits_float(std::uint32_t(bits) << 16); }
-  ATTN_HOST_DEVICE static bfloat16 from_bits(std::uint16_t b) {
+  ATTN_HOST_DEVICE constexpr bfloat16(float x) : bits(round(detail::float_bits(x))) {}  // NOLINT: converts like float
+  ATTN_HOST_DEVICE constexpr operator float() const { return detail::bits_float(std::uint32_t(bits) << 16); }
+  ATTN_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t b) {
     bfloat16 x;
     x.bits = b;
     return x;
   }
 
  private:
-  ATTN_HOST_DEVICE static std::uint16_t round(std::uint32_t f) {
+  ATTN_HOST_DEVICE static constexpr std::uint16_t round(std::uint32_t f) {
     if ((f & 0x7FFFFFFFu) > 0x7F800000u) return std::uint16_t((f >> 16) | 0x0040u);  // a quiet NaN
     // Adding 0x7FFF rounds up exactly the halves above the tie; the lowest kept bit breaks ties
     // to even. A carry into the exponent is the next binade, and past the largest finite, ∞.
@@ -53,8 +46,8 @@ struct float16 {
   std::uint16_t bits = 0;
 
   float16() = default;
-  ATTN_HOST_DEVICE float16(float x) : bits(round(detail::float_bits(x))) {}  // NOLINT: converts like float
-  ATTN_HOST_DEVICE operator float() const {
+  ATTN_HOST_DEVICE constexpr float16(float x) : bits(round(detail::float_bits(x))) {}  // NOLINT: converts like float
+  ATTN_HOST_DEVICE constexpr operator float() const {
     const std::uint32_t sign = std::uint32_t(bits & 0x8000u) << 16;
     const std::uint32_t exponent = (bits >> 10) & 0x1Fu, fraction = bits & 0x3FFu;
     if (exponent == 0x1F) return detail::bits_float(sign | 0x7F800000u | (fraction << 13));  // ∞, NaN
@@ -64,7 +57,7 @@ struct float16 {
     }
     return detail::bits_float(sign | ((exponent + 112) << 23) | (fraction << 13));  // rebias 15 → 127
   }
-  ATTN_HOST_DEVICE static float16 from_bits(std::uint16_t b) {
+  ATTN_HOST_DEVICE static constexpr float16 from_bits(std::uint16_t b) {
     float16 x;
     x.bits = b;
     return x;
@@ -72,11 +65,11 @@ struct float16 {
 
  private:
   /// Keeps `value` >> shift, rounding the dropped bits to the nearest, ties to even.
-  ATTN_HOST_DEVICE static std::uint32_t shift_rounding(std::uint32_t value, std::uint32_t shift) {
+  ATTN_HOST_DEVICE static constexpr std::uint32_t shift_rounding(std::uint32_t value, std::uint32_t shift) {
     const std::uint32_t kept = value >> shift, dropped = value & ((1u << shift) - 1), half = 1u << (shift - 1);
     return kept + ((dropped > half || (dropped == half && (kept & 1u))) ? 1u : 0u);
   }
-  ATTN_HOST_DEVICE static std::uint16_t round(std::uint32_t f) {
+  ATTN_HOST_DEVICE static constexpr std::uint16_t round(std::uint32_t f) {
     const std::uint32_t sign = (f >> 16) & 0x8000u, magnitude = f & 0x7FFFFFFFu;
     if (magnitude > 0x7F800000u) return std::uint16_t(sign | 0x7E00u);   // NaN
     if (magnitude >= 0x477FF000u) return std::uint16_t(sign | 0x7C00u);  // ≥ 65520 (and ∞): ∞

@@ -14,6 +14,7 @@
 
 #include "config.hpp"
 #include "device.hpp"
+#include "float16.hpp"
 #include "random.hpp"
 
 namespace attn {
@@ -65,14 +66,16 @@ struct cross_entropy_totals {
   index_t tokens = 0;   // rows whose target is not padding
 };
 
-/// The primitives of a device. The members every backend provides (T float or double, Id an
-/// integer type):
+/// The primitives of a device. The members every backend provides (T float, double, bfloat16
+/// or float16, A = accumulate_t<T> the type it computes in: float for the 16-bit types, whose
+/// results are rounded once; Id an integer type):
 ///
-///   gather_rows(out, table, rows, width, ids, count, scale)
+///   gather_rows(out, table, rows, width, ids, count, scale)        scale: A
 ///       out[i, :] = table[ids[i], :] · scale for i < count; throws extent_error for an id
 ///       outside [0, rows).
-///   scatter_add_rows(table, width, rows_in, ids, count, scale)
-///       table[ids[i], :] += rows_in[i, :] · scale; deterministic (no order-dependent sums).
+///   scatter_add_rows(table, width, rows_in, ids, count, scale)     scale: A
+///       table[ids[i], :] += rows_in[i, :] · scale; deterministic (no order-dependent sums). For
+///       16-bit T each row of the table gathers its additions in float and is rounded once.
 ///   select_rows(out, in, rows, width, keep, count)          keep: host
 ///       out[i, :] = in[keep[i], :]; throws extent_error for a row outside [0, rows).
 ///   copy_blocks(to, to_stride, from, from_stride, block, count)
@@ -83,17 +86,19 @@ struct cross_entropy_totals {
 ///       bias[b, q, k] = masked where key k of sentence b is `pad` (or k > q when causal), else 0.
 ///   cross_entropy(logits, targets, rows, classes, smoothing, pad, probabilities, weight) → totals
 ///       label-smoothed cross-entropy of every row of logits [rows, classes] against its target:
-///       writes softmax(logits) to `probabilities` and 1 (0 for padding) to weight[rows];
+///       writes softmax(logits) to `probabilities` (A: the loss is computed in float for 16-bit
+///       logits, as PyTorch's autocast computes it) and 1 (0 for padding) to weight[rows] (A);
 ///       returns the totals (on the host). Throws extent_error for a target outside [0, classes).
-///   cross_entropy_backward(gradient, targets, weight, rows, classes, smoothing, scale)
-///       in place over the probabilities: gradient = (p − q) · weight · scale, q the smoothed target.
-///   softmax_rows(out, in, rows, width, scale, bias)           bias: repeated_rows<T>
+///   cross_entropy_backward(gradient, probabilities, targets, weight, rows, classes, smoothing, scale)
+///       gradient = (p − q) · weight · scale, q the smoothed target, p the probabilities (A) and
+///       the gradient T: for T = A it may be written over the probabilities (gradient == probabilities).
+///   softmax_rows(out, in, rows, width, scale, bias)           scale: A, bias: repeated_rows<T>
 ///       out[r, :] = softmax(in[r, :] · scale + bias's row for r), one pass a row; out may be in.
-///   softmax_rows_backward(dx, add, y, dy, rows, width, scale)
+///   softmax_rows_backward(dx, add, y, dy, rows, width, scale)  scale: A
 ///       dx[r, :] (+)= scale · y ⊙ (dy − Σ dy ⊙ y) over each row: written, or added when `add`.
 ///   layer_norm_rows(out, row_mean, row_rstd, in, gain, bias, rows, width, epsilon)
 ///       out = (in − mean) · rstd · gain + bias over each row, rstd = 1/√(var + ε); writes the
-///       rows' mean and rstd [rows] for the backward pass.
+///       rows' mean and rstd [rows] (A, as epsilon) for the backward pass.
 ///   layer_norm_rows_backward(dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width)
 ///       dx (+)= rstd · (g − mean(g) − x̂ · mean(g ⊙ x̂)), g = dy ⊙ gain, x̂ = (in − mean) · rstd;
 ///       gain_grad += Σ_rows dy ⊙ x̂ and bias_grad += Σ_rows dy, summed in an order that does not

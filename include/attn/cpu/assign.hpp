@@ -62,8 +62,10 @@ bool hazard(const E& e, const tensor_view<T, S, cpu>& dst, bool reordered) {
 
 template <class T, class S, class E>
 void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
-  if constexpr (attn::detail::affine_epilogue<E>::matches) {
+  if constexpr (attn::detail::affine_epilogue<E>::matches && !is_float16_storage<T>) {
     // A linear layer's x·W + b (and ReLU): the product into dst, then the bias added there.
+    // (A 16-bit dst takes the general road, which adds the bias to the float product and
+    // rounds once.)
     using affine = attn::detail::affine_epilogue<E>;
     if (!reads_from(e, dst.data(), dst.data() + dst.size())) {
       contract_into(dst, affine::product(e));

@@ -1,6 +1,8 @@
 // Contractions on the CPU: batches of Eigen matrix products (OpenBLAS sgemm/dgemm when the
 // `blas` option is on). Operands already laid out as [batch..., rows, cols] are used in place,
-// transposed or not; any other operand is first evaluated into that layout.
+// transposed or not; any other operand is first evaluated into that layout. 16-bit operands are
+// widened to float on the way (the CPU has no 16-bit GEMM worth the name) and the product,
+// accumulated in float, is rounded once where it is stored: what tensor cores compute.
 #pragma once
 
 #include <cstddef>
@@ -35,16 +37,18 @@ template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
   lowering<E> source(e);
   eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
-  run_assign(out, source.eigen());
+  run_assign(out, stored_as<T>(source.eigen()));
 }
 
-/// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed.
+/// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed, in the
+/// compute type (a 16-bit operand is always widened into a temporary).
 template <class Preferred, class Transposed, class X>
 auto prepare_operand(const X& x) {
-  using T = typename X::value_type;
-  if constexpr (is_viewable<X> && std::is_same_v<typename X::shape_type, Preferred>) {
+  using T = accumulate_t<typename X::value_type>;
+  constexpr bool in_place = is_viewable<X> && std::is_same_v<T, typename X::value_type>;
+  if constexpr (in_place && std::is_same_v<typename X::shape_type, Preferred>) {
     return gemm_operand<T, shape<>>{as_view(x).data(), false, tensor<T, shape<>, cpu>()};
-  } else if constexpr (is_viewable<X> && std::is_same_v<typename X::shape_type, Transposed>) {
+  } else if constexpr (in_place && std::is_same_v<typename X::shape_type, Transposed>) {
     return gemm_operand<T, shape<>>{as_view(x).data(), true, tensor<T, shape<>, cpu>()};
   } else {
     tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()));
@@ -65,26 +69,25 @@ index_t product_of(const Sizes& sizes) {
   }(List{});
 }
 
-}  // namespace detail
-
+/// The product in the destination's own type (float or double).
 template <class T, class S, class E>
-void contract_into(const tensor_view<T, S, cpu>& dst, const E& contraction) {
+void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
   using K = typename E::contracted_dim;
   using batch = typename E::batch_dims;
   using a_free = typename E::a_free_dims;
   using b_free = typename E::b_free_dims;
-  using a_rows_k = detail::shape_from<meta::concat_t<batch, a_free, meta::list<K>>>;
-  using a_k_rows = detail::shape_from<meta::concat_t<batch, meta::list<K>, a_free>>;
-  using b_k_cols = detail::shape_from<meta::concat_t<batch, meta::list<K>, b_free>>;
-  using b_cols_k = detail::shape_from<meta::concat_t<batch, b_free, meta::list<K>>>;
+  using a_rows_k = shape_from<meta::concat_t<batch, a_free, meta::list<K>>>;
+  using a_k_rows = shape_from<meta::concat_t<batch, meta::list<K>, a_free>>;
+  using b_k_cols = shape_from<meta::concat_t<batch, meta::list<K>, b_free>>;
+  using b_cols_k = shape_from<meta::concat_t<batch, b_free, meta::list<K>>>;
 
-  const auto a = detail::prepare_operand<a_rows_k, a_k_rows>(contraction.a);
-  const auto b = detail::prepare_operand<b_k_cols, b_cols_k>(contraction.b);
+  const auto a = prepare_operand<a_rows_k, a_k_rows>(contraction.a);
+  const auto b = prepare_operand<b_k_cols, b_cols_k>(contraction.b);
 
   const auto& sizes = contraction.extents();
-  const index_t batches = detail::product_of<batch>(sizes);
-  const index_t m = detail::product_of<a_free>(sizes);
-  const index_t n = detail::product_of<b_free>(sizes);
+  const index_t batches = product_of<batch>(sizes);
+  const index_t m = product_of<a_free>(sizes);
+  const index_t n = product_of<b_free>(sizes);
   const index_t k = contraction.a.extents().template extent<K>();
 
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -112,6 +115,20 @@ void contract_into(const tensor_view<T, S, cpu>& dst, const E& contraction) {
     });
   } else {
     for (index_t i = 0; i < batches; ++i) one_product(i);
+  }
+}
+
+}  // namespace detail
+
+template <class T, class S, class E>
+void contract_into(const tensor_view<T, S, cpu>& dst, const E& contraction) {
+  using C = accumulate_t<std::remove_const_t<T>>;
+  if constexpr (std::is_same_v<C, std::remove_const_t<T>>) {
+    detail::contract_wide(dst, contraction);
+  } else {  // a 16-bit destination: the product in float, then rounded once
+    tensor<C, S, cpu> wide(dst.extents(), uninitialized);
+    detail::contract_wide(wide.view(), contraction);
+    detail::lower_into_view(dst, wide.view());
   }
 }
 

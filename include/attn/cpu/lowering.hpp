@@ -2,6 +2,8 @@
 // Elementwise, broadcast, permute, reshape and slice nodes nest into one Eigen expression
 // (one fused pass); reductions and contractions are evaluated first into temporaries
 // (mshadow's split: GEMMs and reductions are engines, not loops), then read as leaves.
+// Every node computes in accumulate_t of its value type: a leaf of 16-bit storage is read
+// through a cast to float, and the destination rounds once (stored_as, eigen.hpp).
 #pragma once
 
 #include <array>
@@ -26,18 +28,23 @@ struct lowering;
 
 template <class T, class S>
 struct lowering<tensor_view<T, S, cpu>> {
-  eigen_map<std::remove_const_t<T>, S::rank> map;
+  using V = std::remove_const_t<T>;
+  eigen_map<V, S::rank> map;
   explicit lowering(const tensor_view<T, S, cpu>& view) : map(view.data(), eigen_sizes(view.extents())) {}
-  const auto& eigen() const { return map; }
+  decltype(auto) eigen() const {
+    if constexpr (is_float16_storage<V>) return map.template cast<accumulate_t<V>>();
+    else return (map);
+  }
 };
 
 template <class T, class S>
 struct lowering<expr::constant<T, S, cpu>> {
+  using C = accumulate_t<T>;
   // Eigen's constants need an expression for their sizes; this map is never read.
-  eigen_map<T, S::rank> shape_only;
-  T value;
+  eigen_map<C, S::rank> shape_only;
+  C value;
   explicit lowering(const expr::constant<T, S, cpu>& c)
-      : shape_only(static_cast<const T*>(nullptr), eigen_sizes(c.extents())), value(c.value) {}
+      : shape_only(static_cast<const C*>(nullptr), eigen_sizes(c.extents())), value(c.value) {}
   auto eigen() const { return shape_only.constant(value); }
 };
 
@@ -52,14 +59,15 @@ struct lowering<expr::input<I, A>> {
 /// Eigen's generator op, called with each element's coordinates (one here).
 template <class T, class D>
 struct lowering<expr::iota<T, D, cpu>> {
+  using C = accumulate_t<T>;
   struct positions {
-    T start;
-    T operator()(const std::array<Eigen::Index, 1>& at) const { return start + static_cast<T>(at[0]); }
+    C start;
+    C operator()(const std::array<Eigen::Index, 1>& at) const { return start + static_cast<C>(at[0]); }
   };
-  eigen_map<T, 1> shape_only;  // sizes for the generator; never read
-  T start;
+  eigen_map<C, 1> shape_only;  // sizes for the generator; never read
+  C start;
   explicit lowering(const expr::iota<T, D, cpu>& e)
-      : shape_only(static_cast<const T*>(nullptr), eigen_sizes(e.extents())), start(e.start) {}
+      : shape_only(static_cast<const C*>(nullptr), eigen_sizes(e.extents())), start(e.start) {}
   auto eigen() const { return shape_only.generate(positions{start}); }
 };
 
@@ -74,7 +82,11 @@ template <class X> auto apply(op::abs, const X& x) { return x.abs(); }
 template <class X> auto apply(op::relu, const X& x) {
   return x.cwiseMax(typename X::Scalar(0));
 }
-template <class To, class X> auto apply(op::cast<To>, const X& x) { return x.template cast<To>(); }
+/// A cast to a 16-bit type rounds there and goes on in float.
+template <class To, class X> auto apply(op::cast<To>, const X& x) {
+  if constexpr (is_float16_storage<To>) return x.template cast<To>().template cast<accumulate_t<To>>();
+  else return x.template cast<To>();
+}
 
 template <class X, class Y> auto apply(op::add, const X& x, const Y& y) { return x + y; }
 template <class X, class Y> auto apply(op::subtract, const X& x, const Y& y) { return x - y; }
@@ -168,10 +180,11 @@ struct lowering<expr::slice<D, A>> {
   auto eigen() const { return a.eigen().slice(offsets, sizes); }
 };
 
-/// Reductions and contractions: evaluated into a temporary, then read as a leaf.
+/// Reductions and contractions: evaluated into a temporary, then read as a leaf. The temporary
+/// holds the compute type: a product of 16-bit operands is read on in float, not rounded.
 template <class E>
 struct materialised {
-  using T = typename E::value_type;
+  using T = accumulate_t<typename E::value_type>;
   using S = typename E::shape_type;
   tensor<T, S, cpu> result;
   eigen_map<T, S::rank> map;

@@ -108,10 +108,13 @@ auto operand_coordinates(const E& e, const coordinates<typename E::shape_type>& 
 
 /// The element of elementwise expression e at coordinates c, computed alone on the host; every
 /// placeholder in e reads `given`. Views are read in place (their data must be host memory).
-template <expression E, class Given = value_t<E>>
-value_t<E> element_at(const E& e, const coordinates<shape_t<E>>& c, Given given = {}) {
+/// Computed, and returned, in accumulate_t of e's value type, as the backends compute e (float
+/// over 16-bit storage; a cast to a 16-bit type rounds there).
+template <expression E, class Given = accumulate_t<value_t<E>>>
+accumulate_t<value_t<E>> element_at(const E& e, const coordinates<shape_t<E>>& c, Given given = {}) {
+  using result = accumulate_t<value_t<E>>;
   if constexpr (is_tensor_view_v<E>) {
-    return e.data()[detail::row_major_offset<shape_t<E>>(c, e.extents())];
+    return result(e.data()[detail::row_major_offset<shape_t<E>>(c, e.extents())]);
   } else if constexpr (requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; }) {
     static_assert(sizeof(E) == 0,
                   "attn::element_at: a reduction or contraction has no element of its own; evaluate it first");
@@ -120,7 +123,7 @@ value_t<E> element_at(const E& e, const coordinates<shape_t<E>>& c, Given given 
   } else if constexpr (requires { e.a; e.b; }) {
     return e.op(element_at(e.a, c, given), element_at(e.b, c, given));
   } else if constexpr (requires { e.op; e.a; }) {
-    return e.op(element_at(e.a, c, given));
+    return result(e.op(element_at(e.a, c, given)));  // a cast to a 16-bit type rounds, then widens
   } else if constexpr (requires { e.a; }) {
     if constexpr (std::is_same_v<shape_t<decltype(e.a)>, shape_t<E>> && !requires { e.start; })
       return element_at(e.a, c, given);  // input<I>, a rename or a same-shape reshape
@@ -129,11 +132,11 @@ value_t<E> element_at(const E& e, const coordinates<shape_t<E>>& c, Given given 
   } else if constexpr (requires { e.value; }) {
     return e.value;  // a constant
   } else if constexpr (requires { e.start; }) {
-    return e.start + value_t<E>(c[0]);  // an iota
+    return e.start + result(c[0]);  // an iota
   } else {
     static_assert(std::is_same_v<E, expr::placeholder<value_t<E>, shape_t<E>, device_t<E>>>,
                   "attn::element_at: an expression node it does not know");
-    return value_t<E>(given);
+    return result(given);
   }
 }
 

@@ -1,5 +1,8 @@
 // Elementwise nodes: unary and binary functions, scalar operands, comparisons and select.
 // Operands must have the same shape (same dimensions, same order); broadcast is explicit.
+// Over 16-bit storage types (bfloat16, float16) every node computes in accumulate_t (float):
+// backends widen a leaf as they read it and round once, where the result is stored; scalar
+// operands are constants of that compute type, as PyTorch's "opmath" scalars are.
 #pragma once
 
 #include <concepts>
@@ -63,14 +66,15 @@ struct binary {
   void for_each_child(F&& f) const { f(a), f(b); }
 };
 
-/// One value at every position of a shape: how scalar operands enter expressions.
+/// One value at every position of a shape: how scalar operands enter expressions. The value
+/// is kept in the compute type (float for 16-bit T): a constant is not storage.
 template <class T, shape_type S, device Device>
 struct constant {
   using value_type = T;
   using shape_type = S;
   using device_type = Device;
 
-  T value;
+  accumulate_t<T> value;
   attn::extents<S> sizes;
 
   const attn::extents<S>& extents() const { return sizes; }
@@ -107,19 +111,23 @@ struct select {
 
 }  // namespace expr
 
+/// What may stand beside an expression as a scalar operand: a number or a 16-bit float.
+template <class S>
+concept scalar = element<std::remove_cvref_t<S>>;
+
 /// A scalar operand takes the shape, device and value type of the expression beside it.
 template <class Like, class Scalar>
-  requires expression<Like> && std::is_arithmetic_v<Scalar>
+  requires expression<Like> && scalar<Scalar>
 auto constant_like(const Like& like, Scalar value) {
   using T = typename Like::value_type;
   return expr::constant<T, typename Like::shape_type, typename Like::device_type>{
-      static_cast<T>(value), like.extents()};
+      static_cast<accumulate_t<T>>(value), like.extents()};
 }
 
 /// A tensor filled with one value, for shapes built at run time.
 template <element T, device Device = cpu, shape_type S>
 auto fill(const extents<S>& sizes, T value) {
-  return expr::constant<T, S, Device>{value, sizes};
+  return expr::constant<T, S, Device>{static_cast<accumulate_t<T>>(value), sizes};
 }
 
 template <class Op, operand A>
@@ -164,14 +172,12 @@ auto cast(A&& a) {
   auto name(A&& a, B&& b) {                                                            \
     return zip(op_type{}, std::forward<A>(a), std::forward<B>(b));                     \
   }                                                                                    \
-  template <operand A, class Scalar>                                                   \
-    requires std::is_arithmetic_v<Scalar>                                              \
+  template <operand A, scalar Scalar>                                                  \
   auto name(A&& a, Scalar b) {                                                         \
     auto lhs = as_operand(std::forward<A>(a));                                         \
     return zip(op_type{}, lhs, constant_like(lhs, b));                                 \
   }                                                                                    \
-  template <class Scalar, operand B>                                                   \
-    requires std::is_arithmetic_v<Scalar>                                              \
+  template <scalar Scalar, operand B>                                                  \
   auto name(Scalar a, B&& b) {                                                         \
     auto rhs = as_operand(std::forward<B>(b));                                         \
     return zip(op_type{}, constant_like(rhs, a), rhs);                                 \
@@ -192,8 +198,7 @@ ATTN_BINARY_FUNCTION(operator!=, op::not_equal_to)
 
 /// Where `condition` holds, `a`, else `b`; either branch may be a scalar.
 template <operand C, class A, class B>
-  requires(operand<A> || std::is_arithmetic_v<std::remove_cvref_t<A>>) &&
-          (operand<B> || std::is_arithmetic_v<std::remove_cvref_t<B>>)
+  requires(operand<A> || scalar<A>) && (operand<B> || scalar<B>)
 auto where(C&& condition, A&& a, B&& b) {
   auto c = as_operand(std::forward<C>(condition));
   auto branch = [&]<class X, class Other>(X&& x, Other&&) {
@@ -201,9 +206,10 @@ auto where(C&& condition, A&& a, B&& b) {
       return as_operand(std::forward<X>(x));
     } else if constexpr (operand<Other>) {
       using T = value_t<Other>;
-      return expr::constant<T, shape_t<Other>, device_t<Other>>{static_cast<T>(x), c.extents()};
+      return expr::constant<T, shape_t<Other>, device_t<Other>>{static_cast<accumulate_t<T>>(x), c.extents()};
     } else {
-      return expr::constant<std::remove_cvref_t<X>, shape_t<C>, device_t<C>>{x, c.extents()};
+      using T = std::remove_cvref_t<X>;
+      return expr::constant<T, shape_t<C>, device_t<C>>{static_cast<accumulate_t<T>>(x), c.extents()};
     }
   };
   auto then_ = branch(std::forward<A>(a), b);

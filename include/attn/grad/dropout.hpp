@@ -2,6 +2,8 @@
 // scaled by 1 / (1 − p), from a seeded counter-based stream, so runs repeat exactly.
 #pragma once
 
+#include <type_traits>
+
 #include "../core/primitives.hpp"
 #include "../core/random.hpp"
 #include "../expr/elementwise.hpp"
@@ -10,18 +12,26 @@
 namespace attn::grad {
 
 /// x with dropout applied; x itself when p is 0 (evaluation, or a configuration without it).
-/// Draws x.size() numbers from the stream.
+/// Draws x.size() numbers from the stream. For 16-bit x the mask is kept in float, since
+/// 1/(1 − p) is rarely a 16-bit number: each kept element is scaled in float and rounded once.
 template <class T, class S, class Device>
 variable<T, S, Device> dropout(tape* t, const variable<T, S, Device>& x, double p, random_stream& stream) {
   if (p <= 0.0) return x;
   if (p >= 1.0) throw std::invalid_argument("attn::grad::dropout: p must be below 1, got " + std::to_string(p));
-  tensor<T, S, Device> mask(x.extents(), uninitialized);
+  using M = accumulate_t<T>;
+  tensor<M, S, Device> mask(x.extents(), uninitialized);
   primitives<Device>::dropout_mask(mask.data(), mask.size(), p, stream,
                                    stream.take(static_cast<std::uint64_t>(mask.size())));
-  variable<T, S, Device> y(x.value() * mask, recording(t, x));
+  const auto masked = [&mask](const auto& z) {
+    if constexpr (std::is_same_v<M, T>) return z * mask;
+    else return attn::cast<T>(attn::cast<M>(z) * mask);
+  };
+  variable<T, S, Device> y(masked(x.value()), recording(t, x));
   if (y.requires_grad()) {
     t->record([x, y, mask = std::move(mask)] {
-      if (y.has_grad()) x.accumulate(y.grad() * mask);
+      if (!y.has_grad()) return;
+      if constexpr (std::is_same_v<M, T>) x.accumulate(y.grad() * mask);
+      else x.accumulate(attn::cast<T>(attn::cast<M>(y.grad()) * mask));
     });
   }
   return y;

@@ -13,7 +13,8 @@ namespace attn::grad {
 /// of the table they came from.
 template <class T, class Vocab, class Width, class B, class L, class Id, class Device>
 variable<T, shape<B, L, Width>, Device> lookup(tape* t, const variable<T, shape<Vocab, Width>, Device>& table,
-                                               const tensor<Id, shape<B, L>, Device>& ids, T scale) {
+                                               const tensor<Id, shape<B, L>, Device>& ids,
+                                               std::type_identity_t<accumulate_t<T>> scale) {
   using Y = shape<B, L, Width>;
   const index_t width = table.extents().template extent<Width>();
   const index_t rows = table.extents().template extent<Vocab>();

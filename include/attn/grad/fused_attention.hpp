@@ -54,7 +54,8 @@ namespace detail {
 
 /// What a kernel evaluates of a modification (core/fused_attention.hpp): the modified score, its
 /// derivative by the score, and d_score · its derivative by each input that wants a gradient,
-/// added at that input's element in a buffer holding the inputs one after another.
+/// added at that input's element in a buffer holding the inputs one after another. T is the
+/// kernel's compute type (float for 16-bit scores), in which element_at evaluates the expression.
 template <class T, class E, class Slope, class Partials, std::size_t Inputs>
 struct evaluated_modification {
   E score;
@@ -107,7 +108,7 @@ auto evaluate_modification(const score_modification<F, X...>& m, const extents<S
                 "[batch, heads, queries, keys]: it is elementwise");
   auto slope = derivative<0>(score);
   auto partials = std::tuple{derivative<K + 1>(score)...};
-  evaluated_modification<T, decltype(score), decltype(slope), decltype(partials), sizeof...(X)> e{
+  evaluated_modification<accumulate_t<T>, decltype(score), decltype(slope), decltype(partials), sizeof...(X)> e{
       score, slope, partials, {}, 0};
   ((e.offsets[K] = wanted && std::get<K>(m.inputs).requires_grad() ? std::exchange(e.size, e.size + std::get<K>(m.inputs).value().size()) : -1), ...);
   return e;
@@ -122,7 +123,8 @@ auto evaluate_modification(const score_modification<F, X...>& m, const extents<S
   return evaluate_modification<T, S, Device>(m, scores, wanted, std::index_sequence_for<X...>{});
 }
 
-/// Adds each wanted input's share of the kernel's gradient buffer to its gradient.
+/// Adds each wanted input's share of the kernel's gradient buffer (in the compute type) to its
+/// gradient, rounded once to the input's type.
 template <class F, class... X, class E, class T>
 void accumulate_modification_inputs(const score_modification<F, X...>& m, const E& evaluated,
                                     const std::vector<T>& gradients) {
@@ -134,9 +136,10 @@ void accumulate_modification_inputs(const score_modification<F, X...>& m, const 
               const index_t offset = evaluated.offsets[k++];
               if (offset < 0) return;
               using V = std::remove_cvref_t<decltype(input)>;
+              using U = typename V::value_type;
               typename V::tensor_type g(input.extents(), uninitialized);
-              copy_from_host<typename V::device_type>(
-                  g.data(), std::span<const T>(gradients.data() + offset, static_cast<std::size_t>(g.size())));
+              const std::vector<U> rounded(gradients.begin() + offset, gradients.begin() + offset + g.size());
+              copy_from_host<typename V::device_type>(g.data(), std::span<const U>(rounded));
               input.accumulate(std::move(g));
             }(x),
             ...);
@@ -165,7 +168,8 @@ template <class T, class B, class H, class Q, class G, class K, class DK, class 
 variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<T, shape<B, H, Q, DK>, Device>& q,
                                                         const variable<T, shape<B, G, K, DK>, Device>& k,
                                                         const variable<T, shape<B, G, K, DV>, Device>& v,
-                                                        const key_visibility<B, Device>& visible, T scale,
+                                                        const key_visibility<B, Device>& visible,
+                                                        std::type_identity_t<accumulate_t<T>> scale,
                                                         std::type_identity_t<const tensor<T, shape<B, Q, K>, Device>*> bias = nullptr,
                                                         Rule rule = {}, const Modification& modification = {},
                                                         weight_dropout dropout = {}) {
@@ -212,13 +216,14 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
   variable<T, out_shape, Device> out(
       tensor<T, out_shape, Device>(gather_extents<out_shape>(q.extents(), v.extents()), uninitialized), recorded);
   using row_shape = shape<B, H, Q>;
-  tensor<T, row_shape, Device> log_sum_exp(gather_extents<row_shape>(q.extents()), uninitialized);
+  using A = accumulate_t<T>;  // the rows' log-sum-exp: float for 16-bit q, k, v
+  tensor<A, row_shape, Device> log_sum_exp(gather_extents<row_shape>(q.extents()), uninitialized);
   attn::fused_attention<Device>::forward(p, q.value().data(), k.value().data(), v.value().data(),
                                          bias ? bias->data() : nullptr, out.value().data(), log_sum_exp.data(), rule,
                                          detail::evaluate_modification<T, score_shape, Device>(modification, scores, false));
   if (out.requires_grad()) {
     t->record([q, k, v, out, p, rule, modification, scores,
-               lse = std::make_shared<tensor<T, row_shape, Device>>(std::move(log_sum_exp)),
+               lse = std::make_shared<tensor<A, row_shape, Device>>(std::move(log_sum_exp)),
                lengths = visible.key_lengths ? std::make_shared<tensor<index_t, shape<B>, Device>>(*visible.key_lengths)
                                              : nullptr,
                bias_copy = bias ? std::make_shared<tensor<T, shape<B, Q, K>, Device>>(*bias) : nullptr]() mutable {
@@ -228,7 +233,7 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
       tensor<T, shape<B, G, K, DK>, Device> d_k(k.extents(), uninitialized);
       tensor<T, shape<B, G, K, DV>, Device> d_v(v.extents(), uninitialized);
       const auto evaluated = detail::evaluate_modification<T, score_shape, Device>(modification, scores, true);
-      std::vector<T> d_inputs;
+      std::vector<A> d_inputs;
       if constexpr (!std::is_same_v<Modification, unmodified>)
         d_inputs.resize(static_cast<std::size_t>(evaluated.gradient_size()));
       attn::fused_attention<Device>::backward(p, q.value().data(), k.value().data(), v.value().data(),

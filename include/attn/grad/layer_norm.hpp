@@ -8,19 +8,21 @@
 namespace attn::grad {
 
 /// y = (x − mean) / √(var + epsilon) · gamma + beta over D, for x [B, L, D]: each direction one
-/// launch of the device's row primitives, the rows' mean and 1/√(var + ε) kept between them.
+/// launch of the device's row primitives, the rows' mean and 1/√(var + ε) kept between them (in
+/// the compute type: float for 16-bit x, whose statistics are never rounded to 16 bits).
 template <class T, class B, class L, class D, class Device>
 variable<T, shape<B, L, D>, Device> layer_norm(tape* t, const variable<T, shape<B, L, D>, Device>& x,
                                                const variable<T, shape<D>, Device>& gamma,
                                                const variable<T, shape<D>, Device>& beta,
-                                               T epsilon = T(1e-6)) {
+                                               std::type_identity_t<accumulate_t<T>> epsilon = accumulate_t<T>(1e-6)) {
   using row_shape = shape<B, L>;
   check_common_extents("attn::grad::layer_norm", gamma.extents(), x.extents());
   check_common_extents("attn::grad::layer_norm", beta.extents(), x.extents());
   const index_t width = x.extents().template extent<D>();
   const extents<row_shape> row_sizes(gather_extents<row_shape>(x.extents()));
   const index_t rows = row_sizes.size();
-  tensor<T, row_shape, Device> row_mean(row_sizes, uninitialized), row_rstd(row_sizes, uninitialized);
+  using A = accumulate_t<T>;
+  tensor<A, row_shape, Device> row_mean(row_sizes, uninitialized), row_rstd(row_sizes, uninitialized);
   variable<T, shape<B, L, D>, Device> y(tensor<T, shape<B, L, D>, Device>(x.extents(), uninitialized),
                                         recording(t, x, gamma, beta));
   primitives<Device>::layer_norm_rows(y.value().data(), row_mean.data(), row_rstd.data(), x.value().data(),

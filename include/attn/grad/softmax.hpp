@@ -76,7 +76,7 @@ void softmax_in_place(tensor<T, S, Device>& y) {
 }
 
 template <class D, class T, class S, class Device>
-void record_softmax(tape* t, const variable<T, S, Device>& x, const variable<T, S, Device>& y, T scale) {
+void record_softmax(tape* t, const variable<T, S, Device>& x, const variable<T, S, Device>& y, accumulate_t<T> scale) {
   // dx = scale · y ⊙ (dy − Σ_D dy ⊙ y)
   t->record([x, y, scale] {
     if (!y.has_grad() || !x.requires_grad()) return;
@@ -95,9 +95,10 @@ void record_softmax(tape* t, const variable<T, S, Device>& x, const variable<T, 
 }
 
 /// softmax along D of x · scale (+ bias): one launch of the device's row primitive when D is
-/// innermost and the bias's rows repeat under x's, else the expressions.
+/// innermost and the bias's rows repeat under x's, else the expressions. The scale is of the
+/// compute type (float for 16-bit x: 1/√d_k is rarely a 16-bit number).
 template <class D, class T, class S, class Device, class BiasShape>
-variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, T scale,
+variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, accumulate_t<T> scale,
                                const tensor<T, BiasShape, Device>* bias) {
   static_assert(meta::is_subsequence<typename BiasShape::dims, typename S::dims>,
                 "attn::grad::softmax: the bias's dimensions must appear in the scores' shape, in the same order");
@@ -125,14 +126,14 @@ variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, T scale
 
 /// softmax along D of x · scale.
 template <dimension D, class T, class S, class Device>
-variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, T scale = T{1}) {
+variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, std::type_identity_t<accumulate_t<T>> scale = 1) {
   return detail::softmax<D, T, S, Device, S>(t, x, scale, nullptr);
 }
 
 /// softmax along D of x · scale + bias, the bias repeated over x's other dimensions: a mask
 /// that is 0 where attention may look and a large negative number where it may not.
 template <dimension D, class T, class S, class Device, class BiasShape>
-variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, T scale,
+variable<T, S, Device> softmax(tape* t, const variable<T, S, Device>& x, std::type_identity_t<accumulate_t<T>> scale,
                                const tensor<T, BiasShape, Device>& bias) {
   return detail::softmax<D>(t, x, scale, &bias);
 }

@@ -25,7 +25,8 @@ grad::variable<T, shape<B, H, Q, DV>, Device> scaled_dot_product_attention(
     const grad::variable<T, shape<B, H, keys, DK>, Device>& k,
     const grad::variable<T, shape<B, H, keys, DV>, Device>& v, const tensor<T, shape<B, Q, keys>, Device>& mask,
     attention_kind kind = attention_kind::encoder_self) {
-  const T scale = T(1) / std::sqrt(T(q.extents().template extent<DK>()));
+  using A = accumulate_t<T>;  // 1/√d_k in float for 16-bit activations
+  const A scale = A(1) / std::sqrt(A(q.extents().template extent<DK>()));
   auto scores = grad::product<DK>(ctx.tape, q, k);                    // [B, H, Q, keys]
   auto weights = grad::softmax<keys>(ctx.tape, scores, scale, mask);  // rows sum to 1
   if (ctx.attention != nullptr) ctx.attention->add(kind, weights.value());

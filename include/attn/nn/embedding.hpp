@@ -110,7 +110,8 @@ class embeddings {
                                                             const tensor<token, shape<batch, L>, Device>& ids,
                                                             index_t first = 0) const {
     const index_t length = ids.template extent<L>();
-    auto tokens = grad::lookup(ctx.tape, grad::cast<A>(ctx.tape, table), ids, A(std::sqrt(double(d_model::extent))));
+    auto tokens = grad::lookup(ctx.tape, grad::cast<A>(ctx.tape, table), ids,
+                               accumulate_t<A>(std::sqrt(double(d_model::extent))));
     if (no_positions_) return dropout(ctx, tokens, dropout_);
     grad::variable<A, shape<L, d_model>, Device> where = [&] {
       if (learned_) {

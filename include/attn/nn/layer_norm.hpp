@@ -18,9 +18,9 @@ struct layer_norm {
 
   grad::parameter<P, shape<D>, Device> gain;
   grad::parameter<P, shape<D>, Device> bias;
-  A epsilon;
+  accumulate_t<A> epsilon;  // float for 16-bit activations, as the rows' statistics
 
-  explicit layer_norm(double epsilon_ = 1e-6) : epsilon(A(epsilon_)) { constant(gain, P{1}); }
+  explicit layer_norm(double epsilon_ = 1e-6) : epsilon(accumulate_t<A>(epsilon_)) { constant(gain, P{1}); }
 
   template <class B, class L>
   grad::variable<A, shape<B, L, D>, Device> operator()(const context& ctx,

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,9 +26,10 @@
 namespace attn::nn {
 
 /// Added to scores of forbidden keys. Finite, so a row with every key masked stays a number;
-/// large enough that exp(score + bias − max) is exactly 0 in float and double.
+/// large enough that exp(score + bias − max) is exactly 0 in float and double (and bfloat16,
+/// which has float's range; float16's ends at 65504, so it takes −60000, whose exp is 0 too).
 template <class T>
-inline constexpr T masked = T(-1e9);
+inline constexpr T masked = std::is_same_v<T, float16> ? T(-6e4f) : T(-1e9);
 static_assert(masked<float> <= hidden_bias, "attn::nn: the fused kernel must see masked keys as hidden");
 
 /// The mask of a batch of B sentences, Q queries each, over their keys. Copies share it: the

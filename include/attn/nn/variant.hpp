@@ -66,7 +66,7 @@ struct variant_spec {
 /// `first_query` is the position of the first query: incremental decoding runs one at a time.
 template <class S>
 auto query_index(const S& s, index_t first_query) {
-  return index_along<dim_at<shape_t<S>, 2>>(s, value_t<S>(first_query));
+  return index_along<dim_at<shape_t<S>, 2>>(s, accumulate_t<value_t<S>>(first_query));
 }
 template <class S>
 auto key_index(const S& s) {
@@ -217,14 +217,15 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     return variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout);  // chooses at run time
   } else {
     const index_t d_k = q.extents().template extent<DK>();
-    A scale = A(1) / std::sqrt(A(d_k));
-    if constexpr (requires { V::template scale<A>(d_k); }) scale = V::template scale<A>(d_k);
+    using C = accumulate_t<A>;  // scalars in float for 16-bit activations: 1/√d_k is rarely a 16-bit number
+    C scale = C(1) / std::sqrt(C(d_k));
+    if constexpr (requires { V::template scale<C>(d_k); }) scale = V::template scale<C>(d_k);
     const bool rules = detail::applies(variant);
     std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
     if constexpr (detail::has_mask_rule<V>) {
       if (rules)
         ruled.emplace(
-            where(variant.allowed(index_along<Q>(mask.bias(), A(first_query)), index_along<keys>(mask.bias())),
+            where(variant.allowed(index_along<Q>(mask.bias(), accumulate_t<A>(first_query)), index_along<keys>(mask.bias())),
                   mask.bias(), masked<A>));
     }
     using S = tensor<A, shape<B, H, Q, keys>, Device>;
@@ -306,7 +307,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                       "attn::nn: a variant's score modification must keep the scores' shape and type "
                       "[batch, heads, queries, keys]: it is elementwise");
         scores = modified;
-        scale = A(1);
+        scale = C(1);
       }
     }
     auto weights = grad::softmax<keys>(ctx.tape, scores, scale, ruled ? *ruled : mask.bias());  // rows sum to 1

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "../grad/parameter.hpp"
 #include "adam.hpp"
 #include "batching.hpp"
+#include "loss_scale.hpp"
 #include "safetensors.hpp"
 
 namespace attn::train {
@@ -27,6 +29,7 @@ struct training_state {
   std::uint64_t batches_seen = 0;  // batches read so far: numbers each batch's dropout stream
   std::uint64_t seed = 0;          // data order, initialisation, dropout
   long bad_steps_in_row = 0;       // steps skipped for a non-finite loss or gradient
+  loss_scale_state loss_scale;     // float16's dynamic loss scale (scale 0: none)
 };
 
 /// What a checkpoint must agree with to be loaded into a model: widths, N, vocabulary size...
@@ -68,6 +71,27 @@ inline long long number(const safetensors::file& file, const std::filesystem::pa
   if (used != text.size() || text.empty() || value < 0)
     throw safetensors::format_error(path, "metadata '" + key + "' should be a count, not '" + text + "'");
   return value;
+}
+
+/// The loss scale, when the checkpoint has one (a float16 run's): a positive number, the finite
+/// steps taken at it and the steps skipped for overflows.
+inline loss_scale_state loss_scale(const safetensors::file& file, const std::filesystem::path& path) {
+  loss_scale_state state;
+  const auto& meta = file.metadata();
+  const auto it = meta.find("attn.loss_scale");
+  if (it == meta.end()) return state;
+  std::size_t used = 0;
+  try {
+    state.scale = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || !(state.scale > 0) || !std::isfinite(state.scale))
+    throw safetensors::format_error(path, "metadata 'attn.loss_scale' should be a positive number, not '" +
+                                              it->second + "'");
+  state.finite_steps = number(file, path, "attn.loss_scale_steps");
+  state.overflows = number(file, path, "attn.loss_scale_overflows");
+  return state;
 }
 
 /// Every description key must be there with the same value: a checkpoint of another model
@@ -174,6 +198,13 @@ void save_checkpoint(const std::filesystem::path& path, grad::parameter_list<T, 
   out.set_metadata("attn.batches_seen", std::to_string(state.batches_seen));
   out.set_metadata("attn.seed", std::to_string(state.seed));
   out.set_metadata("attn.bad_steps_in_row", std::to_string(state.bad_steps_in_row));
+  if (state.loss_scale.scale > 0) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.17g", state.loss_scale.scale);  // exact: a power of two
+    out.set_metadata("attn.loss_scale", scale);
+    out.set_metadata("attn.loss_scale_steps", std::to_string(state.loss_scale.finite_steps));
+    out.set_metadata("attn.loss_scale_overflows", std::to_string(state.loss_scale.overflows));
+  }
   out.save(path);
 }
 
@@ -214,6 +245,7 @@ training_state load_checkpoint(const std::filesystem::path& path, grad::paramete
   state.batches_seen = static_cast<std::uint64_t>(detail::number(file, path, "attn.batches_seen"));
   state.seed = static_cast<std::uint64_t>(detail::number(file, path, "attn.seed"));
   state.bad_steps_in_row = detail::number(file, path, "attn.bad_steps_in_row");
+  state.loss_scale = detail::loss_scale(file, path);
   const long adam_steps = detail::number(file, path, "attn.adam_steps");
 
   detail::load_tensors(file, "model.", parameters);

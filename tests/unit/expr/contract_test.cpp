@@ -58,6 +58,42 @@ TEST_CASE_TEMPLATE("matrix products in all four layouts", T, float, double) {
   }
 }
 
+TEST_CASE_TEMPLATE("products of 16-bit operands accumulate in float and round once", T, attn::bfloat16,
+                   attn::float16) {
+  // The reference in double from the same 16-bit inputs; float accumulation over k ≤ 51
+  // products of numbers below 1 costs far less than 2⁻¹⁶ (the slack before the half unit).
+  const double slack = std::ldexp(1.0, -16);
+  for (int draw = 0; draw < 4; ++draw) {
+    const attn::index_t m = random_extent(), k = random_extent() * 3, n = random_extent();
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    auto a_mk = random_of<T>(attn::extents<attn::shape<m_dim, k_dim>>(m, k));
+    auto b_kn = random_of<T>(attn::extents<attn::shape<k_dim, n_dim>>(k, n));
+    auto bias = random_of<T>(attn::extents<attn::shape<n_dim>>(n));
+    const auto product = [&](const auto& i) {
+      double s = 0;
+      for (attn::index_t kk = 0; kk < k; ++kk) s += double(a_mk(i[0], kk)) * double(b_kn(kk, i[1]));
+      return s;
+    };
+    const attn::extents<attn::shape<m_dim, n_dim>> mn(m, n);
+    const auto ref = reference(mn, product);
+    attn::tensor<T, attn::shape<k_dim, m_dim>> a_km(attn::permute<k_dim, m_dim>(a_mk));
+    attn::tensor<T, attn::shape<n_dim, k_dim>> b_nk(attn::permute<n_dim, k_dim>(b_kn));
+    CHECK(ulps_off(attn::eval(attn::contract<k_dim>(a_mk, b_kn)).data(), ref, slack) <= 0.5);
+    CHECK(ulps_off(attn::eval(attn::contract<k_dim>(a_km, b_kn)).data(), ref, slack) <= 0.5);
+    CHECK(ulps_off(attn::eval(attn::contract<k_dim>(a_mk, b_nk)).data(), ref, slack) <= 0.5);
+    CHECK(ulps_off(attn::eval(attn::contract<k_dim>(a_km, b_nk)).data(), ref, slack) <= 0.5);
+    // A linear layer's relu(x·W + b): the bias added to the float product, one rounding.
+    const auto linear = attn::eval(attn::relu(attn::contract<k_dim>(a_mk, b_kn) + attn::broadcast(bias, mn)));
+    CHECK(ulps_off(linear.data(), reference(mn, [&](const auto& i) { return std::max(0.0, product(i) + double(bias(i[1]))); }),
+                   slack) <= 0.5);
+    // An operand that is an expression, laid out for the GEMM first (×2 is exact in 16 bits).
+    const auto scaled = attn::eval(attn::contract<k_dim>(a_mk * 2, b_kn));
+    CHECK(ulps_off(scaled.data(), reference(mn, [&](const auto& i) { return 2 * product(i); }), slack) <= 0.5);
+  }
+}
+
 TEST_CASE("attention-shaped batched contractions: q·kᵀ and p·v") {
   for (int draw = 0; draw < 3; ++draw) {
     const attn::index_t b = random_extent(), t = random_extent(), s = random_extent();

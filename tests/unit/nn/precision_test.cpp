@@ -1,7 +1,8 @@
-// Room for mixed precision (include/attn/nn/precision.hpp): a model whose activations and
-// parameters have different element types trains, decodes and keeps its parameters in their
-// own type. Float activations over double parameters, the pair this CPU can compute in, stand
-// in for bf16 over fp32.
+// Mixed precision (include/attn/nn/precision.hpp): a model whose activations and parameters
+// have different element types trains, decodes and keeps its parameters in their own type.
+// Float activations over double parameters, checked to float accuracy; bfloat16 and float16
+// activations over float parameters (every kernel computing in float, each result rounded once
+// to 16 bits), checked against the float model to 16-bit accuracy.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <attn/decode.hpp>
 #include <attn/train/adam.hpp>
 #include <attn/train/loss.hpp>
+#include <attn/train/loss_scale.hpp>
 
 #include "micro.hpp"
 
@@ -47,13 +49,26 @@ double loss_and_gradients(Model& model, grad::parameter_list<typename Model::par
   return double(result.loss.value().data()[0]);
 }
 
+/// loss_and_gradients with the loss's gradient seeded with `scale` (loss scaling).
+template <class Model>
+double scaled_loss_and_gradients(Model& model, grad::parameter_list<typename Model::parameter_type>& list,
+                                 double scale) {
+  list.zero_grad();
+  grad::tape tape;
+  const auto logits = model(nn::context{&tape, nullptr}, source, input);
+  const auto result = train::cross_entropy(&tape, logits, output, 0.1, nn::token{0});
+  grad::backward(tape, grad::scale(&tape, result.loss, float(scale)));
+  return double(result.loss.value().data()[0]);
+}
+
 /// max |a − b| over max |b|, over every parameter's gradient.
-double gradient_distance(const grad::parameter_list<double>& a, const grad::parameter_list<double>& b) {
+template <class P>
+double gradient_distance(const grad::parameter_list<P>& a, const grad::parameter_list<P>& b) {
   double difference = 0, scale = 0;
   for (std::size_t p = 0; p < b.size(); ++p)
     for (index_t i = 0; i < b.refs()[p].size; ++i) {
-      difference = std::max(difference, std::fabs(a.refs()[p].grad[i] - b.refs()[p].grad[i]));
-      scale = std::max(scale, std::fabs(b.refs()[p].grad[i]));
+      difference = std::max(difference, std::fabs(double(a.refs()[p].grad[i]) - double(b.refs()[p].grad[i])));
+      scale = std::max(scale, std::fabs(double(b.refs()[p].grad[i])));
     }
   return difference / scale;
 }
@@ -119,4 +134,103 @@ TEST_CASE("decode: the key/value-cache decoder runs a mixed-precision model in i
       worst = std::max(worst, double(std::fabs(narrow_scores[i] - exact_scores[i])));
     CHECK(worst < 1e-4);
   }
+}
+
+namespace {
+
+/// The micro model computing in 16 bits against the same model in float: one seed draws the
+/// same float parameters for both.
+template <class Sixteen>
+struct sixteen_bit_pair {
+  nn::transformer<nn::precision<Sixteen, float>, test::micro> narrow{13, 11};
+  nn::transformer<float, test::micro> exact{13, 11};
+  grad::parameter_list<float> narrow_list = narrow.parameters();
+  grad::parameter_list<float> exact_list = exact.parameters();
+};
+
+}  // namespace
+
+// Measured on a 2-vCPU AMD EPYC (2026-11-24): the bfloat16 model's loss 0.043 % off the float
+// model's and its gradients 1.1 % (max-norm); float16's 0.0055 % and 0.17 %. The bounds are
+// about ten times those: wide of the BLAS kernels' rounding, which moves 16-bit roundings.
+TEST_CASE_TEMPLATE("nn: a 16-bit model over float parameters has the float model's loss and gradients to 16-bit accuracy",
+                   Sixteen, bfloat16, float16) {
+  const bool brain = std::is_same_v<Sixteen, bfloat16>;
+  sixteen_bit_pair<Sixteen> pair;
+  static_assert(std::same_as<typename decltype(pair.narrow)::activation_type, Sixteen>);
+  for (std::size_t p = 0; p < pair.exact_list.size(); ++p) {
+    const auto& n = pair.narrow_list.refs()[p];
+    const auto& e = pair.exact_list.refs()[p];
+    CHECK(std::equal(n.value, n.value + n.size, e.value, e.value + e.size));
+  }
+  const double narrow_loss = loss_and_gradients(pair.narrow, pair.narrow_list);
+  const double exact_loss = loss_and_gradients(pair.exact, pair.exact_list);
+  const double distance = gradient_distance(pair.narrow_list, pair.exact_list);
+  INFO("loss " << narrow_loss << " against " << exact_loss << ", gradient distance " << distance);
+  CHECK(narrow_loss == doctest::Approx(exact_loss).epsilon(brain ? 5e-3 : 6e-4));
+  CHECK(narrow_loss != exact_loss);  // the passes did run in 16 bits
+  CHECK(distance < (brain ? 0.11 : 0.017));
+  CHECK(distance > 0);
+}
+
+// Measured as above: the 12 losses within 0.24 % of the float model's (bfloat16) and 0.025 %
+// (float16).
+TEST_CASE_TEMPLATE("nn: Adam on float master weights trains a 16-bit model along the float model's loss curve",
+                   Sixteen, bfloat16, float16) {
+  const bool brain = std::is_same_v<Sixteen, bfloat16>;
+  sixteen_bit_pair<Sixteen> pair;
+  train::adam<float> narrow_adam(pair.narrow_list), exact_adam(pair.exact_list);
+  std::vector<double> narrow_losses, exact_losses;
+  for (int step = 0; step < 12; ++step) {
+    narrow_losses.push_back(loss_and_gradients(pair.narrow, pair.narrow_list));
+    exact_losses.push_back(loss_and_gradients(pair.exact, pair.exact_list));
+    narrow_adam.step(3e-3);
+    exact_adam.step(3e-3);
+  }
+  for (std::size_t i = 0; i < exact_losses.size(); ++i) {
+    INFO("step " << i << ": " << narrow_losses[i] << " against " << exact_losses[i]);
+    CHECK(narrow_losses[i] == doctest::Approx(exact_losses[i]).epsilon(brain ? 2e-2 : 3e-3));
+  }
+  CHECK(narrow_losses.back() < narrow_losses.front() - 0.1);  // and it learns
+}
+
+// Float16 overflows past 65504: a loss scale of 2⁴⁰ makes the backward pass's gradients ∞ at
+// once (the logits' gradient alone is (p − q)/tokens · 2⁴⁰). The scaler must skip those steps
+// without touching the weights, halve the scale each time, and training then go on as it would.
+TEST_CASE("train: a float16 model with dynamic loss scaling survives an overflow: the step is skipped, the scale halves") {
+  sixteen_bit_pair<float16> pair;
+  train::adam<float> adam(pair.narrow_list);
+  train::loss_scaler scaler({.initial = 0x1p40, .growth_interval = 1000});
+  const std::vector<float> first_weights(pair.narrow_list.refs()[0].value,
+                                         pair.narrow_list.refs()[0].value + pair.narrow_list.refs()[0].size);
+  int skipped = 0, taken = 0;
+  std::vector<double> losses;
+  while (taken < 12 && skipped < 40) {
+    const double before = scaler.scale();
+    const double loss = scaled_loss_and_gradients(pair.narrow, pair.narrow_list, before);
+    const double norm = scaler.unscale(pair.narrow_list, 0);
+    if (!std::isfinite(norm)) {
+      ++skipped;
+      scaler.update(false);
+      CHECK(scaler.scale() == before / 2);
+      CHECK(std::equal(first_weights.begin(), first_weights.end(), pair.narrow_list.refs()[0].value));  // untouched
+      continue;
+    }
+    if (taken == 0) {  // the first finite step's unscaled gradients are the float model's, to float16 accuracy
+      loss_and_gradients(pair.exact, pair.exact_list);
+      const double distance = gradient_distance(pair.narrow_list, pair.exact_list);
+      INFO("scale " << before << ", gradient distance " << distance);
+      CHECK(distance < 0.017);
+    }
+    losses.push_back(loss);
+    adam.step(3e-3);
+    scaler.update(true);
+    ++taken;
+  }
+  INFO(skipped << " steps skipped, scale now " << scaler.scale());
+  CHECK(skipped >= 1);
+  CHECK(skipped < 40);
+  CHECK(taken == 12);
+  CHECK(scaler.scale() < 0x1p40);
+  CHECK(losses.back() < losses.front() - 0.1);
 }

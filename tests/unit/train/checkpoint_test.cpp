@@ -67,7 +67,7 @@ TEST_CASE("train: a checkpoint brings back weights, Adam's moments and the state
   little_model saved(2, 1.5f);
   saved.optimizer.step(1e-2);
   saved.optimizer.step(1e-2);
-  train::training_state state{7, {3, 11}, 42, 1234, 1};
+  train::training_state state{7, {3, 11}, 42, 1234, 1, {0x1p-3, 17, 4}};
   const auto file = dir.path / "checkpoint.safetensors";
   train::save_checkpoint(file, saved.list, saved.optimizer, state, described);
 
@@ -79,6 +79,9 @@ TEST_CASE("train: a checkpoint brings back weights, Adam's moments and the state
   CHECK(back.batches_seen == 42);
   CHECK(back.seed == 1234);
   CHECK(back.bad_steps_in_row == 1);
+  CHECK(back.loss_scale.scale == 0.125);  // exactly: written with every digit
+  CHECK(back.loss_scale.finite_steps == 17);
+  CHECK(back.loss_scale.overflows == 4);
   CHECK(loaded.optimizer.steps() == 2);
   for (std::size_t p = 0; p < 2; ++p) {
     const auto& a = saved.list.refs()[p];
@@ -93,6 +96,15 @@ TEST_CASE("train: a checkpoint brings back weights, Adam's moments and the state
   saved.optimizer.step(1e-2);
   loaded.optimizer.step(1e-2);
   CHECK(saved.list.refs()[0].value[5] == loaded.list.refs()[0].value[5]);
+}
+
+TEST_CASE("train: a checkpoint without a loss scale (fp32 and bf16 runs) loads with none") {
+  attn::test::scratch_dir dir("checkpoint");
+  little_model saved(2, 1.5f);
+  const auto file = dir.path / "checkpoint.safetensors";
+  train::save_checkpoint(file, saved.list, saved.optimizer, train::training_state{}, described);
+  little_model loaded(2, -100.0f);
+  CHECK(train::load_checkpoint(file, loaded.list, loaded.optimizer, described).loss_scale.scale == 0);
 }
 
 TEST_CASE("train: checkpoints of another model, weights-only files and damaged files are refused, the model untouched") {
