@@ -1,5 +1,5 @@
 // Training: the label-smoothed loss, Adam and the learning-rate schedule of paper §5, gradient
-// clipping and communicators. Data, batching, checkpoints and MPI need SentencePiece,
+// clipping, float16's loss scaling and communicators. Data, batching, checkpoints and MPI need SentencePiece,
 // nlohmann-json or MPI, so they are included one by one (train/data.hpp, train/batching.hpp,
 // train/checkpoint.hpp, train/mpi.hpp).
 #pragma once
@@ -8,3 +8,4 @@
 #include "train/clip.hpp"
 #include "train/communicator.hpp"
 #include "train/loss.hpp"
+#include "train/loss_scale.hpp"
