@@ -202,9 +202,14 @@ def torch_worker(spec):
     torch.manual_seed(spec["seed"])
     torch.set_num_threads(spec["threads"])
     device = torch.device(spec.get("device", "cpu"))
-    if device.type == "cuda":  # fp32 products in fp32, as attn-train's --tf32 off
+    if device.type == "cuda":  # fp32 products in fp32, as attn-train's --precision fp32
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+    # --precision bf16 / fp16: automatic mixed precision (fp32 weights and optimizer, products in
+    # 16 bits), fp16 with PyTorch's dynamic loss scaling, as attn-train's --precision.
+    precision = spec.get("precision", "fp32")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
     processor = sentencepiece.SentencePieceProcessor(model_file=spec["vocab"])
     ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
@@ -240,13 +245,20 @@ def torch_worker(spec):
         source, target_in, target_out, tokens = make_batch(torch, examples, batches[order[index]])
         source, target_in, target_out = source.to(device), target_in.to(device), target_out.to(device)
         index += 1
-        logits = model(source, target_in, pad=PAD)  # [batch, tgt, vocab]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), target_out.reshape(-1),
-                                                 ignore_index=PAD, label_smoothing=0.1)
-        loss.backward()
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            logits = model(source, target_in, pad=PAD)  # [batch, tgt, vocab]
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), target_out.reshape(-1),
+                                                     ignore_index=PAD, label_smoothing=0.1)
+        (scaler.scale(loss) if scaler else loss).backward()
+        if scaler:
+            scaler.unscale_(optimizer)
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in parameters]))
         rate = schedule.get_last_lr()[0]
-        optimizer.step()
+        if scaler:
+            scaler.step(optimizer)  # skipped when the gradients overflowed
+            scaler.update()
+        else:
+            optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         emit({"kind": "train", "step": step, "loss": loss.item(), "lr": rate, "grad_norm": norm.item(),
@@ -258,10 +270,13 @@ def torch_worker(spec):
 
 # --- the parent -----------------------------------------------------------------------------
 
-# Dense fp32 peaks (no tensor cores: TF32 is off on both sides) from NVIDIA's data sheets, by a
-# part of the device's name; the first match wins.
+# Dense peaks from NVIDIA's data sheets, by a part of the device's name (the first match wins):
+# fp32 without tensor cores (TF32 is off on both sides), and 16-bit tensor cores (bf16 = fp16,
+# dense, without sparsity) for --precision bf16 and fp16.
 FP32_PEAK_TFLOPS = (("H100 PCIe", 51.2), ("H100 NVL", 60.0), ("H100", 66.9), ("H200", 66.9), ("GH200", 66.9),
                     ("A100", 19.5), ("L40S", 91.6), ("A10", 31.2))
+HALF_PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4), ("A100", 312.0),
+                    ("L40S", 362.1))
 
 
 def model_flops(d_model, d_ff, layers, vocab, source_tokens, target_tokens):
@@ -346,6 +361,9 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2, help="threads on each side (default: 2)")
     p.add_argument("--device", default="cpu",
                    help="cpu, or cuda: both sides on the GPU in fp32 (TF32 off), peak device memory reported")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="both sides: fp32, or 16-bit products over fp32 weights (attn-train --precision; PyTorch "
+                        "autocast, with GradScaler for fp16) (default: fp32)")
     p.add_argument("--omp-wait-policy", choices=["ACTIVE", "PASSIVE"], default="ACTIVE",
                    help="OMP_WAIT_POLICY for both sides (default: ACTIVE; PASSIVE beside other work)")
     p.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary attn-train trains (default: 8000)")
@@ -403,7 +421,7 @@ def main():
         common = [attn_train, "--src", src, "--tgt", tgt, "--config", args.config, "--max-length", MAX_LENGTH,
                   "--batch-tokens", args.batch_tokens, "--warmup", args.warmup, "--seed", args.seed,
                   "--threads", args.threads, "--valid-every", args.steps + 1, "--save-every", args.steps + 1,
-                  "--device", args.device]
+                  "--device", args.device, "--precision", args.precision]
         # The vocabulary first, in a run of its own (--max-steps 0), so that SentencePiece's
         # training is in neither side's peak memory: both then load OUT/vocab.model.
         run_child("train_vs_torch", "attn-train (vocabulary)",
@@ -422,7 +440,7 @@ def main():
         spec = dict(vocab=str(vocab_model), src=str(src), tgt=str(tgt), config=args.config,
                     batch_tokens=args.batch_tokens, steps=args.steps, threads=args.threads, seed=args.seed,
                     warmup=args.warmup, max_length=MAX_LENGTH, stock=args.stock_torch,
-                    device="cuda" if args.device.startswith("cuda") else "cpu")
+                    device="cuda" if args.device.startswith("cuda") else "cpu", precision=args.precision)
         torch_kib, torch_wall, torch_out, _ = run_child(
             "train_vs_torch", "PyTorch", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)], env, work)
         records = parse_records(torch_out.read_text().splitlines(), "PyTorch worker")
@@ -462,6 +480,8 @@ def main():
     print(f"steps:      {args.steps}, the first {args.skip} untimed: {attn['timed_steps']} timed, "
           f"{timed:,} target tokens" + ("" if same_batches else f" (PyTorch {int(torch_side['timed_tokens']):,})"))
     print(f"PyTorch:    {info['torch']} ({info['python']}), model {model}")
+    print(f"precision:  {args.precision}" + ("" if args.precision == "fp32" else
+          " (attn-train --precision; PyTorch autocast" + (" with GradScaler)" if args.precision == "fp16" else ")")))
     print()
     print("| side | target tok/s | peak RSS MiB |")
     print("| --- | ---: | ---: |")
@@ -472,7 +492,8 @@ def main():
     timed_records = sorted(train_records(records, "PyTorch worker"), key=lambda r: r["step"])[args.skip:]
     flops = sum(model_flops(d_model, d_ff, layers, info["vocab"], r.get("source_tokens", 0), r["tokens"])
                 for r in timed_records)
-    peak = next((tflops for part, tflops in FP32_PEAK_TFLOPS if info.get("gpu") and part in info["gpu"]), None)
+    peaks = FP32_PEAK_TFLOPS if args.precision == "fp32" else HALF_PEAK_TFLOPS
+    peak = next((tflops for part, tflops in peaks if info.get("gpu") and part in info["gpu"]), None)
     utilisation = {}
     for name, side in (("attn", attn), ("PyTorch", torch_side)):
         side["model_tflops_per_s"] = flops / side["timed_seconds"] / 1e12 if same_batches else None
@@ -481,10 +502,11 @@ def main():
         utilisation[name] = side["model_tflops_per_s"]
     if same_batches:
         print()
-        line = ", ".join(f"{name} {value:.2f}" + (f" ({100 * value / peak:.1f}% of the {peak} fp32 peak)" if peak else "")
+        kind = "fp32" if args.precision == "fp32" else "16-bit tensor-core"
+        line = ", ".join(f"{name} {value:.2f}" + (f" ({100 * value / peak:.1f}% of the {peak} {kind} peak)" if peak else "")
                          for name, value in utilisation.items())
         print(f"model TFLOP/s (6 x weights x tokens, attention products aside): {line}"
-              + ("" if peak or args.device == "cpu" else "; no fp32 peak known for this GPU"))
+              + ("" if peak or args.device == "cpu" else f"; no {kind} peak known for this GPU"))
     if args.device != "cpu":
         attn_device = max((r.get("peak_device_mib", 0) for r in metrics), default=0)
         torch_device = done.get("peak_device_mib", 0)

@@ -2,8 +2,8 @@
 # On a machine with an NVIDIA GPU: builds attn with CUDA (build-gpu/), runs the gpu suite
 # (every CUDA primitive and kernel against the CPU, whole training steps, the programs with
 # --device cuda against --device cpu) and the GPU benchmarks (attn-train against PyTorch's
-# training at the same configuration, batches and precision; attn-translate on the GPU and
-# the CPU), and prints a summary. Exits non-zero when a test failed.
+# training at the same configuration, batches and precision, fp32 and bf16; attn-translate on
+# the GPU and the CPU), and prints a summary. Exits non-zero when a test failed.
 #
 # Where the Debian packages are missing (GPU nodes often have only nvcc, Meson or CMake, Ninja
 # and Python), ATTN_DEPS=DIR takes the header-only libraries, SentencePiece and libpng from DIR,
@@ -82,6 +82,12 @@ if [[ ${ATTN_GPU_BENCH:-1} != 0 ]]; then
       2>&1 | tee "$report/train-$preset.txt"
     bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
+    heading "benchmark: training $preset, attn --precision bf16 against PyTorch autocast bf16 on the GPU"
+    python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens 8000 \
+      --precision bf16 --threads 4 --python python3 --attn-train "$out/examples/attn-train" \
+      --json "$report/train-$preset-bf16.json" 2>&1 | tee "$report/train-$preset-bf16.txt"
+    bench_lines+=("train $preset bf16: $(grep -E '^\| attn / PyTorch' "$report/train-$preset-bf16.txt" || echo 'failed (see its log)')")
+    bench_lines+=("train $preset bf16: $(grep -E '^model TFLOP/s' "$report/train-$preset-bf16.txt" || echo 'no model TFLOP/s line')")
   done
 
   # Decoding needs a trained model: the tiny preset on the toy corpus, 600 steps on the GPU.
@@ -93,7 +99,7 @@ if [[ ${ATTN_GPU_BENCH:-1} != 0 ]]; then
       | tee "$report/decode.txt"
   else
     python3 tests/train/toy_corpus.py --out "$toy/data" --train 4000 --valid 500 \
-      && "$out/examples/attn-train" --device cuda --config tiny --vocab-size 128 --batch-tokens 2000 --max-steps 600 \
+      && "$out/examples/attn-train" --device cuda --precision fp32 --config tiny --vocab-size 128 --batch-tokens 2000 --max-steps 600 \
            --src "$toy/data/train.src" --tgt "$toy/data/train.tgt" --out "$toy/run" > "$report/decode-train.txt" 2>&1 \
       && python3 bench/decode_vs_torch.py --device cuda --run "$toy/run" --input "$toy/data/valid.src" --threads 4 \
            --python python3 --translate "$out/examples/attn-translate" --repeat 3 --json "$report/decode.json" \

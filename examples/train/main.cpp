@@ -171,8 +171,12 @@ int train(const options& o, train::communicator& comm) {
 
   nn::hyperparameters hyper;
   const compiled_model& model = choose_model(o, hyper);
-  if (o.device.cuda && model.train_cuda == nullptr)
+  if (o.device.cuda && model.train_cuda[0] == nullptr)
     throw std::runtime_error(std::string("the widths of ") + model.name + " are not compiled for CUDA (the presets are)");
+  const train_function chosen = (o.device.cuda ? model.train_cuda : model.train)[activation_index(o.precision)];
+  if (chosen == nullptr)
+    throw std::runtime_error(std::string("--precision ") + to_string(o.precision) + " is not compiled into this attn-train for " +
+                             model.name + " (meson option example_precisions; Table 3's widths train in fp32)");
   if (o.device.cuda && comm.size() > 1)
     throw std::runtime_error("--device cuda trains in one process for now: several GPUs need NCCL");
   // Line counts and UTF-8 are checked before minutes go into a vocabulary.
@@ -192,7 +196,7 @@ int train(const options& o, train::communicator& comm) {
     if (s.leader()) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
     return 128 + signal;
   }
-  return o.device.cuda ? model.train_cuda(s) : model.train(s);
+  return chosen(s);
 }
 
 }  // namespace

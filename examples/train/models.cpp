@@ -1,5 +1,6 @@
-// The widths attn-train is compiled for. Each is a translation unit of its own (model_*.cpp),
-// so that they compile in parallel; a new one is a file of three lines and a line here.
+// The widths and precisions attn-train is compiled for. Each preset in each precision on each
+// device is a translation unit of its own (model.cpp or model_cuda.cu, compiled once for each by
+// examples/meson.build), so that they compile in parallel; Table 3's rows are files of three lines.
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
@@ -11,30 +12,20 @@
 
 namespace attn::trainer {
 
-#if defined(ATTN_MODEL_TINY)
-int train_tiny(session&);
-#if defined(ATTN_EXAMPLES_CUDA)
-int train_tiny_cuda(session&);
-#endif
-#endif
-#if defined(ATTN_MODEL_SMALL)
-int train_small(session&);
-#if defined(ATTN_EXAMPLES_CUDA)
-int train_small_cuda(session&);
-#endif
-#endif
-#if defined(ATTN_MODEL_BASE)
-int train_base(session&);
-#if defined(ATTN_EXAMPLES_CUDA)
-int train_base_cuda(session&);
-#endif
-#endif
-#if defined(ATTN_MODEL_BIG)
-int train_big(session&);
-#if defined(ATTN_EXAMPLES_CUDA)
-int train_big_cuda(session&);
-#endif
-#endif
+// Every function meson may compile for a preset (examples/meson.build: model.cpp and
+// model_cuda.cu, once for each precision); only the compiled ones are named in the table.
+#define ATTN_DECLARE_PRESET(preset)                                                                \
+  int train_##preset##_fp32(session&);                                                             \
+  int train_##preset##_bf16(session&);                                                             \
+  int train_##preset##_fp16(session&);                                                             \
+  int train_##preset##_fp32_cuda(session&);                                                        \
+  int train_##preset##_bf16_cuda(session&);                                                        \
+  int train_##preset##_fp16_cuda(session&);
+ATTN_DECLARE_PRESET(tiny)
+ATTN_DECLARE_PRESET(small)
+ATTN_DECLARE_PRESET(base)
+ATTN_DECLARE_PRESET(big)
+#undef ATTN_DECLARE_PRESET
 #if defined(ATTN_TRAINER_TABLE3)
 int train_table3_a_1(session&);
 int train_table3_a_4(session&);
@@ -53,32 +44,47 @@ int train_table3_c_ff4096(session&);
 #else
 #define ATTN_CUDA_OR_NULL(f) nullptr
 #endif
+#if defined(ATTN_PRECISION_BF16)
+#define ATTN_BF16_OR_NULL(f) f
+#else
+#define ATTN_BF16_OR_NULL(f) nullptr
+#endif
+#if defined(ATTN_PRECISION_FP16)
+#define ATTN_FP16_OR_NULL(f) f
+#else
+#define ATTN_FP16_OR_NULL(f) nullptr
+#endif
+#define ATTN_PRESET_ENTRY(preset)                                                                            \
+  {#preset, widths_of<nn::preset>(),                                                                         \
+   {train_##preset##_fp32, ATTN_BF16_OR_NULL(train_##preset##_bf16), ATTN_FP16_OR_NULL(train_##preset##_fp16)}, \
+   {ATTN_CUDA_OR_NULL(train_##preset##_fp32_cuda), ATTN_CUDA_OR_NULL(ATTN_BF16_OR_NULL(train_##preset##_bf16_cuda)), \
+    ATTN_CUDA_OR_NULL(ATTN_FP16_OR_NULL(train_##preset##_fp16_cuda))}}
 
 std::span<const compiled_model> compiled_models() {
   static const compiled_model models[] = {
 #if defined(ATTN_MODEL_TINY)
-      {"tiny", widths_of<nn::tiny>(), train_tiny, ATTN_CUDA_OR_NULL(train_tiny_cuda)},
+      ATTN_PRESET_ENTRY(tiny),
 #endif
 #if defined(ATTN_MODEL_SMALL)
-      {"small", widths_of<nn::small>(), train_small, ATTN_CUDA_OR_NULL(train_small_cuda)},
+      ATTN_PRESET_ENTRY(small),
 #endif
 #if defined(ATTN_MODEL_BASE)
-      {"base", widths_of<nn::base>(), train_base, ATTN_CUDA_OR_NULL(train_base_cuda)},
+      ATTN_PRESET_ENTRY(base),
 #endif
 #if defined(ATTN_MODEL_BIG)
-      {"big", widths_of<nn::big>(), train_big, ATTN_CUDA_OR_NULL(train_big_cuda)},
+      ATTN_PRESET_ENTRY(big),
 #endif
-#if defined(ATTN_TRAINER_TABLE3)
-      {"table3.a_1", widths_of<nn::table3::a_1>(), train_table3_a_1},
-      {"table3.a_4", widths_of<nn::table3::a_4>(), train_table3_a_4},
-      {"table3.a_16", widths_of<nn::table3::a_16>(), train_table3_a_16},
-      {"table3.a_32", widths_of<nn::table3::a_32>(), train_table3_a_32},
-      {"table3.b_16", widths_of<nn::table3::b_16>(), train_table3_b_16},
-      {"table3.b_32", widths_of<nn::table3::b_32>(), train_table3_b_32},
-      {"table3.c_d256", widths_of<nn::table3::c_d256>(), train_table3_c_d256},
-      {"table3.c_d1024", widths_of<nn::table3::c_d1024>(), train_table3_c_d1024},
-      {"table3.c_ff1024", widths_of<nn::table3::c_ff1024>(), train_table3_c_ff1024},
-      {"table3.c_ff4096", widths_of<nn::table3::c_ff4096>(), train_table3_c_ff4096},
+#if defined(ATTN_TRAINER_TABLE3)  // fp32 on the CPU only
+      {"table3.a_1", widths_of<nn::table3::a_1>(), {train_table3_a_1}},
+      {"table3.a_4", widths_of<nn::table3::a_4>(), {train_table3_a_4}},
+      {"table3.a_16", widths_of<nn::table3::a_16>(), {train_table3_a_16}},
+      {"table3.a_32", widths_of<nn::table3::a_32>(), {train_table3_a_32}},
+      {"table3.b_16", widths_of<nn::table3::b_16>(), {train_table3_b_16}},
+      {"table3.b_32", widths_of<nn::table3::b_32>(), {train_table3_b_32}},
+      {"table3.c_d256", widths_of<nn::table3::c_d256>(), {train_table3_c_d256}},
+      {"table3.c_d1024", widths_of<nn::table3::c_d1024>(), {train_table3_c_d1024}},
+      {"table3.c_ff1024", widths_of<nn::table3::c_ff1024>(), {train_table3_c_ff1024}},
+      {"table3.c_ff4096", widths_of<nn::table3::c_ff4096>(), {train_table3_c_ff4096}},
 #endif
   };
   return models;

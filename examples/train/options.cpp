@@ -9,8 +9,23 @@
 
 namespace attn::trainer {
 
+const char* to_string(precision p) {
+  switch (p) {
+    case precision::fp32:
+      return "fp32";
+    case precision::tf32:
+      return "tf32";
+    case precision::bf16:
+      return "bf16";
+    case precision::fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
 options parse(int argc, char** argv) {
   options o;
+  std::string precision_name;
   CLI::App app{
       "attn-train: trains a Transformer translation model (Vaswani et al. 2017) on parallel text.\n"
       "The defaults are the paper's recipe for the base model on GPUs; on a CPU pick a smaller\n"
@@ -96,6 +111,23 @@ options parse(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20))
       ->group(optimisation);
+  app.add_option("--precision", precision_name,
+                 "fp32; tf32 (fp32, GPU products on tensor cores in TF32); bf16 or fp16 (16-bit activations and "
+                 "product inputs, float master weights, Adam moments, softmax, LayerNorm and loss statistics; fp16 "
+                 "with dynamic loss scaling). Default: bf16 with --device cuda, fp32 on the CPU (where 16 bits are "
+                 "emulated, slower than fp32)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+      ->group(optimisation);
+  app.add_option("--loss-scale", o.loss_scale,
+                 "fp16: the initial loss scale (rounded to a power of two); halved after a step whose gradients "
+                 "overflow, which is skipped, doubled after --loss-scale-window finite steps")
+      ->capture_default_str()
+      ->check(CLI::Range(0x1p-24, 0x1p64))
+      ->group(optimisation);
+  app.add_option("--loss-scale-window", o.loss_scale_window, "fp16: finite steps in a row before the loss scale doubles")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 1L << 40))
+      ->group(optimisation);
 
   auto* run = "Run";
   app.add_option("--out", o.out, "directory for checkpoints, vocabulary, metrics and plots")
@@ -142,8 +174,9 @@ options parse(int argc, char** argv) {
       "Compiled widths (d_model, d_ff, h, d_k, d_v): tiny (128, 512, 4, 32, 32), small (256, 1024, 4, 64, 64),\n"
       "base (512, 2048, 8, 64, 64), big (1024, 4096, 16, 64, 64); builds with -Dtrainer_table3=true add the\n"
       "widths of Table 3, rows A-C.\n"
-      "--device cuda trains on a GPU with the same numbers as on the CPU (to rounding); checkpoints do not\n"
-      "depend on the device: a run resumes on either.\n"
+      "--device cuda trains on a GPU with the same numbers as on the CPU (to rounding) with --precision fp32;\n"
+      "checkpoints do not depend on the device or the precision (weights and moments are fp32): a run resumes\n"
+      "on either, in any precision, and translates with attn-translate on the CPU.\n"
       "Exit status: 0 done, 1 error, 2 bad command line (or --device cuda without a CUDA build or GPU),\n"
       "3 stopped after --max-bad-steps non-finite steps, 130/143 stopped by SIGINT/SIGTERM (after saving a\n"
       "checkpoint).");
@@ -164,6 +197,21 @@ options parse(int argc, char** argv) {
     std::cerr << "attn-train: " << refused << "\n";
     std::exit(2);
   }
+  // --tf32 on is --precision tf32; the two must not disagree.
+  if (o.tf32 && !precision_name.empty() && precision_name != "tf32") {
+    std::cerr << "attn-train: --tf32 on asks for --precision tf32, not --precision " << precision_name << "\n";
+    std::exit(2);
+  }
+  if (precision_name.empty()) precision_name = o.tf32 ? "tf32" : o.device.cuda ? "bf16" : "fp32";
+  o.precision = precision_name == "tf32"   ? precision::tf32
+                : precision_name == "bf16" ? precision::bf16
+                : precision_name == "fp16" ? precision::fp16
+                                           : precision::fp32;
+  if (o.precision == precision::tf32 && !o.device.cuda) {
+    std::cerr << "attn-train: --precision tf32 applies to --device cuda only (the CPU has no TF32 products)\n";
+    std::exit(2);
+  }
+  o.tf32 = o.precision == precision::tf32;
   return o;
 }
 

@@ -10,6 +10,14 @@
 
 namespace attn::trainer {
 
+/// What the passes compute in (--precision): fp32 everywhere; fp32 with the GPU's products in
+/// TF32; or bfloat16 / float16 activations and product inputs over float master weights and
+/// Adam moments, every kernel accumulating in float (float16 with dynamic loss scaling).
+enum class precision { fp32, tf32, bf16, fp16 };
+
+/// "fp32", "tf32", "bf16", "fp16".
+const char* to_string(precision p);
+
 struct options {
   // Data (one sentence a line, line i of --tgt translates line i of --src).
   std::filesystem::path source, target, valid_source, valid_target;
@@ -42,7 +50,10 @@ struct options {
   std::uint64_t seed = 1;
   int threads = 0;  // 0: OpenMP's default
   examples::device_choice device;  // --device: cpu, cuda[:N]
-  bool tf32 = false;               // --tf32: fp32 GPU products in TF32
+  bool tf32 = false;               // fp32 GPU products in TF32 (--precision tf32, or --tf32 on)
+  trainer::precision precision = trainer::precision::fp32;  // --precision; bf16 on a GPU, fp32 on the CPU by default
+  double loss_scale = 65536;        // float16: the initial dynamic loss scale
+  long loss_scale_window = 2000;    // float16: finite steps in a row before the scale doubles
   long valid_every = 1000, save_every = 1000, log_every = 100;
   int keep = 5;  // checkpoints kept (attn-average averages the last few)
   bool resume = false;

@@ -59,6 +59,10 @@ void metrics_log::train(const step_report& r) {
                       {"tokens_per_s", r.tokens_per_second},
                       {"elapsed_s", r.elapsed_seconds}};
   if (r.peak_device_mib > 0) j["peak_device_mib"] = r.peak_device_mib;
+  if (r.loss_scale > 0) {
+    j["loss_scale"] = r.loss_scale;
+    j["overflows"] = r.overflows;
+  }
   out_ << j.dump() << '\n' << std::flush;
 }
 
@@ -67,8 +71,9 @@ void metrics_log::valid(long step, double loss, double perplexity, double tokens
   out_ << j.dump() << '\n' << std::flush;
 }
 
-void metrics_log::skipped(long step, const std::string& reason) {
+void metrics_log::skipped(long step, const std::string& reason, double loss_scale) {
   nlohmann::json j = {{"kind", "skipped"}, {"step", step}, {"reason", reason}};
+  if (loss_scale > 0) j["loss_scale"] = loss_scale;
   out_ << j.dump() << '\n' << std::flush;
 }
 
@@ -98,12 +103,14 @@ void progress::end_line() {
 
 void progress::train(const step_report& r) {
   if (!terminal_ && r.step % log_every_ != 0 && r.step != max_steps_) return;
-  char line[256];
-  char memory[48] = "";
+  char line[320];
+  char memory[48] = "", scaling[64] = "";
   if (r.peak_device_mib > 0) std::snprintf(memory, sizeof memory, " | peak %.0f MiB", r.peak_device_mib);
+  if (r.loss_scale > 0)
+    std::snprintf(scaling, sizeof scaling, " | loss scale %.0f, %ld overflow(s)", r.loss_scale, r.overflows);
   std::snprintf(line, sizeof line,
-                "step %ld/%ld | loss %.3f | ppl %.2f | lr %.2e | %.0f tok/s%s | %s elapsed | ETA %s", r.step,
-                max_steps_, r.loss, r.perplexity, r.learning_rate, r.tokens_per_second, memory,
+                "step %ld/%ld | loss %.3f | ppl %.2f | lr %.2e | %.0f tok/s%s%s | %s elapsed | ETA %s", r.step,
+                max_steps_, r.loss, r.perplexity, r.learning_rate, r.tokens_per_second, memory, scaling,
                 format_duration(elapsed()).c_str(), eta(r.step).c_str());
   if (terminal_) {
     std::cerr << "\r\033[K" << line << std::flush;

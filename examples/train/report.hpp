@@ -23,6 +23,8 @@ struct step_report {
   double tokens_per_second = 0;
   double elapsed_seconds = 0;
   double peak_device_mib = 0;  // --device cuda: the most device memory in use so far; 0 on the CPU
+  double loss_scale = 0;       // --precision fp16: the dynamic loss scale after this step; 0: none
+  long overflows = 0;          // --precision fp16: steps skipped for overflowing gradients so far
 };
 
 /// OUT/metrics.jsonl: one JSON object a line, {"kind": "train" | "valid" | "skipped", "step": …}.
@@ -33,7 +35,8 @@ class metrics_log {
   metrics_log(const std::filesystem::path& path, long resumed_step);
   void train(const step_report& r);
   void valid(long step, double loss, double perplexity, double tokens);
-  void skipped(long step, const std::string& reason);
+  /// A skipped step; `loss_scale` (when positive) is the scale after it (an fp16 overflow's).
+  void skipped(long step, const std::string& reason, double loss_scale = 0);
 
  private:
   std::ofstream out_;

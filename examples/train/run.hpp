@@ -20,6 +20,7 @@
 #include <attn/train/checkpoint.hpp>
 #include <attn/train/clip.hpp>
 #include <attn/train/loss.hpp>
+#include <attn/train/loss_scale.hpp>
 
 #include "../common/device.hpp"
 #include "../common/variants.hpp"
@@ -65,11 +66,19 @@ inline random_stream dropout_stream(std::uint64_t seed, std::uint64_t batch) {
   return random_stream(seed ^ 0x5eed'd50b'0d0a'7e11ULL, batch << 40);
 }
 
+/// A loss scale as written in messages: 65536, 0.5, 1099511627776 (powers of two, exactly).
+inline std::string scale_text(double scale) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", scale);
+  return text;
+}
+
 /// The training loop on Device (a backend header, attn/cpu.hpp or attn/cuda/cuda.cuh, is
-/// included before this one). Batches are made on the host and copied to the device.
-template <class C, class Device>
+/// included before this one), the passes computing in A (float, bfloat16 or float16) over float
+/// parameters, Adam moments and gradients. Batches are made on the host and copied to the device.
+template <class C, class Device, class A>
 int run(session& s) {
-  using T = float;
+  using T = float;  // the parameters', their gradients', the optimizer's and the loss's type
   const options& o = s.opts;
   train::communicator& comm = *s.comm;
   const int ranks = comm.size(), rank = comm.rank();
@@ -77,7 +86,8 @@ int run(session& s) {
   const auto bos = static_cast<nn::token>(text::subword_model::bos_id);
   const auto eos = static_cast<nn::token>(text::subword_model::eos_id);
 
-  nn::transformer<T, examples::with_variants<C>, Device> model(s.vocabulary.size(), o.seed, pad, s.hyper);
+  nn::transformer<nn::precision<A, T>, examples::with_variants<C>, Device> model(s.vocabulary.size(), o.seed, pad,
+                                                                              s.hyper);
   auto parameters = model.parameters();
   train::adam<T, Device> optimizer(parameters);
   train::gradient_buckets<T, Device> buckets(parameters);
@@ -97,6 +107,13 @@ int run(session& s) {
                                ": the data order would differ; pass the same seed");
     if (s.leader()) std::fprintf(stderr, "resumed from %s at step %ld\n", newest->c_str(), state.step);
   }
+  // float16's range ends at 65504 and its smallest numbers are 2⁻²⁴: its gradients need a loss
+  // scale (train/loss_scale.hpp); bfloat16 has float's range and needs none.
+  std::optional<train::loss_scaler> scaler;
+  if constexpr (std::same_as<A, float16>) {
+    scaler.emplace(train::loss_scale_options{o.loss_scale, o.loss_scale_window});
+    scaler->restore(state.loss_scale);  // a checkpoint of a float16 run goes on at its scale
+  }
 
   if (s.leader()) {
     std::fprintf(stderr,
@@ -106,6 +123,14 @@ int run(session& s) {
                  std::string(nn::to_string(s.hyper.positions)).c_str(), s.hyper.attention.c_str(),
                  s.hyper.attention_dropout, o.label_smoothing,
                  static_cast<long long>(parameters.count()));
+    if (o.precision == precision::bf16 || o.precision == precision::fp16)
+      std::fprintf(stderr,
+                   "precision %s: %s activations and product inputs, accumulated in fp32; fp32 weights, gradients "
+                   "and Adam moments%s\n",
+                   to_string(o.precision), o.precision == precision::bf16 ? "bfloat16" : "float16",
+                   scaler ? (", dynamic loss scale from " + scale_text(scaler->scale())).c_str() : "");
+    else
+      std::fprintf(stderr, "precision %s\n", to_string(o.precision));
     std::fprintf(stderr, "training on %zu pairs in %zu batches of <= %ld tokens a side, %d process(es) x %d batch(es) a step\n",
                  s.train_examples.size(), s.train_batches.size(), o.batch_tokens, ranks, o.accumulate);
   }
@@ -194,7 +219,8 @@ int run(session& s) {
       const auto logits = model(ctx, to_device<Device>(mine[j].source), to_device<Device>(mine[j].target_in));
       const auto l =
           train::cross_entropy(&tape, logits, to_device<Device>(mine[j].target_out), o.label_smoothing, pad);
-      grad::backward(tape, grad::scale(&tape, l.loss, T(double(l.tokens) / target_tokens)));
+      const double seed = double(l.tokens) / target_tokens * (scaler ? scaler->scale() : 1.0);
+      grad::backward(tape, grad::scale(&tape, l.loss, T(seed)));
       smoothed += l.smoothed;
       nll += l.nll;
     }
@@ -209,7 +235,23 @@ int run(session& s) {
       if (poisoned == attempt && !parameters.refs().empty())
         primitives<Device>::fill(parameters.refs().front().grad, 1, std::nanf(""));
     const double loss = smoothed / target_tokens, perplexity = std::exp(nll / target_tokens);
-    const double norm = train::clip_gradient_norm(parameters, o.clip_norm);
+    const double norm =
+        scaler ? scaler->unscale(parameters, o.clip_norm) : train::clip_gradient_norm(parameters, o.clip_norm);
+    if (scaler && std::isfinite(loss) && !std::isfinite(norm) && !scaler->at_smallest()) {
+      // float16's gradients overflowed: the scale's doing, not the model's. Skipped, not counted
+      // as a bad step; the scale halves (the same on every process: the gradients were reduced).
+      parameters.zero_grad();
+      const double was = scaler->scale();
+      scaler->update(false);
+      state.loss_scale = scaler->state();
+      if (s.leader()) {
+        const std::string reason =
+            "float16 gradients overflowed at loss scale " + scale_text(was) + "; now " + scale_text(scaler->scale());
+        bar.message("attn-train: step " + std::to_string(step) + " skipped: " + reason);
+        log->skipped(step, reason, scaler->scale());
+      }
+      continue;
+    }
     if (!std::isfinite(loss) || !std::isfinite(norm)) {  // the same on every process: both were reduced
       parameters.zero_grad();
       ++state.bad_steps_in_row;
@@ -229,6 +271,10 @@ int run(session& s) {
       continue;
     }
     state.bad_steps_in_row = 0;
+    if (scaler) {
+      scaler->update(true);
+      state.loss_scale = scaler->state();
+    }
     const double rate = o.learning_rate_scale * train::noam_rate(C::d_model::extent, step, o.warmup);
     optimizer.step(rate);
     parameters.zero_grad();
@@ -244,7 +290,9 @@ int run(session& s) {
                         target_tokens,
                         window_tokens / std::max(now - window_start, 1e-9),
                         now,
-                        peak_device_mib()};
+                        peak_device_mib(),
+                        scaler ? scaler->scale() : 0.0,
+                        scaler ? scaler->state().overflows : 0};
     if (now - window_start > 10) {  // tokens/s over the last ten seconds or so
       window_start = now;
       window_tokens = 0;

@@ -1,6 +1,7 @@
 // What attn-train has prepared before a model exists: options, processes, vocabulary, data.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,18 +42,28 @@ struct session {
   std::string batch_plan_digest() const;
 };
 
-/// Runs training for the model compiled with configuration C on Device; returns the exit status.
-template <class C, class Device>
+/// Runs training for the model compiled with configuration C on Device, computing in
+/// Activation over float parameters; returns the exit status.
+template <class C, class Device, class Activation>
 int run(session& s);
 
-/// The widths attn-train is compiled for, each with its training function.
+/// A training function: run<C, Device, Activation> for one compiled combination.
+using train_function = int (*)(session&);
+
+/// The widths attn-train is compiled for, each with its training functions by activation type
+/// (float, bfloat16, float16; null where not compiled: meson option example_precisions).
 struct compiled_model {
   const char* name;
   model_widths widths;
-  int (*train)(session&);
-  int (*train_cuda)(session&) = nullptr;  // in builds with the CUDA backend
+  std::array<train_function, 3> train{};       // on the CPU
+  std::array<train_function, 3> train_cuda{};  // in builds with the CUDA backend
 };
 std::span<const compiled_model> compiled_models();
+
+/// Which of compiled_model's functions computes in the activation type of `p`.
+inline std::size_t activation_index(precision p) {
+  return p == precision::bf16 ? 1 : p == precision::fp16 ? 2 : 0;
+}
 
 /// N, P_drop and positions of a preset ("tiny", "small", "base", "big").
 nn::hyperparameters preset_hyperparameters(const std::string& preset);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """attn-train and attn-translate with --device cuda against --device cpu (suite gpu; SKIP, exit 77,
 without a GPU): a tiny model trained on the GPU learns the toy corpus as on the CPU; the same
-first steps give the same losses on both devices to rounding; a GPU checkpoint resumes on the
-CPU and a CPU one on the GPU; greedy and beam translations of the trained model are identical
-on both devices.
+first steps give the same losses on both devices to rounding (--precision fp32); a GPU checkpoint
+resumes on the CPU and a CPU one on the GPU; greedy and beam translations of the trained model are
+identical on both devices; bf16 (the GPU's default) and fp16 runs on the GPU follow the fp32 run
+as the CPU's do (tests/train/trainer_test.py's bounds).
 
 Usage: programs_test.py ATTN_TRAIN ATTN_TRANSLATE GPU_DEVICE_QUERY"""
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "train"))
 import toy_corpus  # noqa: E402
+from trainer_test import following  # noqa: E402  (reads metrics.jsonl: no program needed)
 
 TRAIN = TRANSLATE = None
 WORK = None
@@ -55,8 +57,9 @@ class GpuPrograms(unittest.TestCase):
         # Both devices train the learning test's run (tests/train/trainer_test.py), 400 steps.
         cls.gpu = WORK / "gpu"
         cls.cpu = WORK / "cpu"
+        # fp32 on the GPU too (its default is bf16), so that the numbers compare.
         for out, device in ((cls.gpu, "cuda"), (cls.cpu, "cpu")):
-            train(out, device, "--max-steps", 400, "--valid-every", 200, "--save-every", 200)
+            train(out, device, "--max-steps", 400, "--valid-every", 200, "--save-every", 200, "--precision", "fp32")
 
     def test_the_same_steps_give_the_same_losses_to_rounding(self):
         gpu, cpu = metrics(self.gpu), metrics(self.cpu)
@@ -84,6 +87,23 @@ class GpuPrograms(unittest.TestCase):
             before = records[-11]["loss"]  # step 400, the other device's
             for r in records[-10:]:  # training goes on where it was, on the other device
                 self.assertLess(abs(r["loss"] - before), 0.5 * before + 0.2, f"{device}: {r}")
+
+    def test_bf16_and_fp16_on_the_gpu_follow_the_fp32_run(self):
+        for precision in ("bf16", "fp16"):
+            out = WORK / f"gpu-{precision}"
+            done = train(out, "cuda", "--max-steps", 400, "--valid-every", 200, "--save-every", 400,
+                         "--precision", precision)
+            self.assertIn(f"precision {precision}", done.stderr)
+            early, windows = following(self.gpu, out)
+            valid = metrics(out, "valid")[-1]
+            print(f"\nGPU {precision}: steps 1-50 within {100 * early:.3f} %, 100-step windows within "
+                  f"{100 * windows:.2f} % of fp32; validation loss {valid['loss']:.4f}", file=sys.stderr)
+            self.assertLess(early, 0.01, precision)
+            self.assertLess(windows, 0.20, precision)
+            self.assertLess(valid["loss"], 2.0, precision)
+            self.assertLess(valid["ppl"], 4.0, precision)
+            if precision == "fp16":
+                self.assertTrue(all(r["loss_scale"] > 0 for r in metrics(out)))
 
     def test_translations_are_the_same_on_both_devices(self):
         source = WORK / "toy" / "valid.src"

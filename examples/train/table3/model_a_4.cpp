@@ -4,5 +4,5 @@
 #include "../run.hpp"
 
 namespace attn::trainer {
-int train_table3_a_4(session& s) { return run<nn::table3::a_4, cpu>(s); }
+int train_table3_a_4(session& s) { return run<nn::table3::a_4, cpu, float>(s); }
 }  // namespace attn::trainer

@@ -4,5 +4,5 @@
 #include "../run.hpp"
 
 namespace attn::trainer {
-int train_table3_b_16(session& s) { return run<nn::table3::b_16, cpu>(s); }
+int train_table3_b_16(session& s) { return run<nn::table3::b_16, cpu, float>(s); }
 }  // namespace attn::trainer

@@ -4,5 +4,5 @@
 #include "../run.hpp"
 
 namespace attn::trainer {
-int train_table3_c_ff1024(session& s) { return run<nn::table3::c_ff1024, cpu>(s); }
+int train_table3_c_ff1024(session& s) { return run<nn::table3::c_ff1024, cpu, float>(s); }
 }  // namespace attn::trainer

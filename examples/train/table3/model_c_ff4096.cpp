@@ -4,5 +4,5 @@
 #include "../run.hpp"
 
 namespace attn::trainer {
-int train_table3_c_ff4096(session& s) { return run<nn::table3::c_ff4096, cpu>(s); }
+int train_table3_c_ff4096(session& s) { return run<nn::table3::c_ff4096, cpu, float>(s); }
 }  // namespace attn::trainer
