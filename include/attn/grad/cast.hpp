@@ -10,9 +10,12 @@
 namespace attn::grad {
 
 /// x's values as To; the gradient comes back converted to x's type and is added to x's.
-/// Without a conversion to make, x itself (no copy, nothing recorded).
+/// Without a conversion to make, x itself (no copy, nothing recorded). Either way the tape
+/// notes that x is read from here on: how modules read their parameters, which tells the tape
+/// when a parameter's gradient is complete (tape::note_read).
 template <element To, element From, class S, class Device>
 variable<To, S, Device> cast(tape* t, const variable<From, S, Device>& x) {
+  if (t != nullptr && x.requires_grad()) t->note_read(x.identity());
   if constexpr (std::same_as<To, From>) {
     return x;
   } else {

@@ -35,13 +35,15 @@ struct parameter_ref {
   T* value;
   T* grad;
   index_t size;
+  const void* identity = nullptr;  // the parameter's variable::identity(), as a tape's notes name it
 };
 
 template <element T, shape_type S, device Device>
 parameter_ref<T> make_ref(std::string name, parameter<T, S, Device>& p) {
   const auto& sizes = p.extents().sizes();
-  return {std::move(name), p.extents().to_string(), std::vector<index_t>(sizes.begin(), sizes.end()),
-          p.value().data(), p.grad().data(), p.value().size()};
+  return {std::move(name),      p.extents().to_string(), std::vector<index_t>(sizes.begin(), sizes.end()),
+          p.value().data(),     p.grad().data(),         p.value().size(),
+          p.identity()};
 }
 
 /// The parameters of a module on Device, in a fixed order, with dotted names.

@@ -1,7 +1,9 @@
 // The tape: the backward steps of one forward pass, replayed in reverse by backward().
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -10,6 +12,12 @@ namespace attn::grad {
 /// Records, for each differentiable operation of a forward pass, the step that passes its
 /// result's gradient on to its operands. Operations record only when given a tape; without
 /// one (inference) they keep nothing, so activations are freed as soon as they are unused.
+///
+/// It also knows when a variable's gradient is complete: a variable noted when the forward pass
+/// first reads it (grad::cast notes every parameter a module reads) receives gradient only from
+/// the steps recorded after that point, so once the backward pass has replayed them, its
+/// gradient is final. Data-parallel training sums such gradients over processes while the
+/// backward pass goes on (train::gradient_buckets).
 class tape {
  public:
   tape() = default;
@@ -21,18 +29,49 @@ class tape {
     steps_.emplace_back(std::forward<Step>(step));
   }
 
+  /// Notes that the variable with this identity (variable::identity()) is read from here on.
+  /// Only its first note counts.
+  void note_read(const void* identity) {
+    if (noted_.insert(identity).second) notes_.push_back({steps_.size(), identity});
+  }
+
   /// Runs the recorded steps, last first, then forgets them and the activations they held.
   /// The caller seeds the gradient of the result first (see attn::grad::backward).
   void replay() {
-    for (auto step = steps_.rbegin(); step != steps_.rend(); ++step) (*step)();
+    replay([](const void*) {});
+  }
+
+  /// replay(), calling complete(identity) for each noted variable as soon as every step that
+  /// can add to its gradient has run.
+  template <class Complete>
+  void replay(Complete&& complete) {
+    std::size_t pending = notes_.size();  // notes_[0, pending) not yet reported; their positions ascend
+    auto report_from = [&](std::size_t position) {
+      while (pending > 0 && notes_[pending - 1].position >= position) complete(notes_[--pending].identity);
+    };
+    report_from(steps_.size());  // noted, never read by a recorded step
+    for (std::size_t step = steps_.size(); step-- > 0;) {
+      steps_[step]();
+      report_from(step);
+    }
     clear();
   }
 
-  void clear() { steps_.clear(); }
+  void clear() {
+    steps_.clear();
+    notes_.clear();
+    noted_.clear();
+  }
   std::size_t size() const noexcept { return steps_.size(); }
 
  private:
+  struct note {
+    std::size_t position;  // steps recorded before the first read
+    const void* identity;
+  };
   std::vector<std::function<void()>> steps_;
+  std::vector<note> notes_;
+  std::unordered_set<const void*> noted_;
 };
 
 }  // namespace attn::grad

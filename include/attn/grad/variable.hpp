@@ -99,6 +99,8 @@ class variable {
 
   /// True when two variables share one value.
   bool same_as(const variable& other) const noexcept { return state_ == other.state_; }
+  /// What copies share: the key a tape's notes know the variable by (tape::note_read).
+  const void* identity() const noexcept { return state_.get(); }
 
  private:
   struct state {
@@ -129,6 +131,14 @@ template <class T, class Device>
 void backward(tape& t, const variable<T, shape<>, Device>& loss) {
   loss.accumulate(fill<T, Device>(loss.extents(), T{1}));
   t.replay();
+}
+
+/// backward(), calling complete(identity) for each variable the tape noted (every parameter a
+/// module read through grad::cast) as soon as its gradient is final (tape::replay).
+template <class T, class Device, class Complete>
+void backward(tape& t, const variable<T, shape<>, Device>& loss, Complete&& complete) {
+  loss.accumulate(fill<T, Device>(loss.extents(), T{1}));
+  t.replay(std::forward<Complete>(complete));
 }
 
 }  // namespace attn::grad

@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "communicator.hpp"
 
@@ -61,7 +63,34 @@ class mpi_communicator final : public communicator {
   int size() const override { return size_; }
   void all_reduce_sum(std::span<float> values) override { reduce(values.data(), values.size(), MPI_FLOAT); }
   void all_reduce_sum(std::span<double> values) override { reduce(values.data(), values.size(), MPI_DOUBLE); }
+  /// MPI_Iallreduce: the sum goes on while the caller computes (as far as the MPI library
+  /// progresses it in the background; Open MPI mostly does inside MPI calls).
+  void start_all_reduce_sum(std::span<float> values) override { start(values.data(), values.size(), MPI_FLOAT); }
+  void start_all_reduce_sum(std::span<double> values) override { start(values.data(), values.size(), MPI_DOUBLE); }
+  void wait_all() override {
+    if (pending_.empty()) return;
+    const int count = static_cast<int>(pending_.size());
+    const int code = MPI_Waitall(count, pending_.data(), MPI_STATUSES_IGNORE);
+    pending_.clear();
+    check("MPI_Waitall", code);
+  }
   void barrier() override { check("MPI_Barrier", MPI_Barrier(MPI_COMM_WORLD)); }
+  /// Copies root's bytes to every process (MPI_Bcast): how a GPU job's processes learn the
+  /// NCCL id that rank 0 made.
+  void broadcast(std::span<char> bytes, int root) {
+    check("MPI_Bcast", MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_CHAR, root, MPI_COMM_WORLD));
+  }
+  /// This process's rank among those on its machine (which GPU of the machine is its).
+  int local_rank() const {
+    MPI_Comm local = MPI_COMM_NULL;
+    check("MPI_Comm_split_type", MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+    int rank = 0;
+    const int code = MPI_Comm_rank(local, &rank);
+    MPI_Comm_free(&local);
+    check("MPI_Comm_rank", code);
+    return rank;
+  }
+
   [[noreturn]] void abort(int status) noexcept override {
     MPI_Abort(MPI_COMM_WORLD, status);
     std::abort();  // MPI_Abort does not return; should it, end this process anyway
@@ -81,8 +110,20 @@ class mpi_communicator final : public communicator {
     }
   }
 
+  template <class T>
+  void start(T* data, std::size_t count, MPI_Datatype type) {
+    while (count > 0) {
+      const int chunk = static_cast<int>(std::min<std::size_t>(count, INT_MAX));
+      pending_.emplace_back();
+      check("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, data, chunk, type, MPI_SUM, MPI_COMM_WORLD, &pending_.back()));
+      data += chunk;
+      count -= static_cast<std::size_t>(chunk);
+    }
+  }
+
   int rank_ = 0, size_ = 1;
   bool owns_ = false;
+  std::vector<MPI_Request> pending_;  // started sums
 };
 
 }  // namespace attn::train

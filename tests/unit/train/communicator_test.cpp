@@ -17,7 +17,9 @@ namespace {
 using row = dim<"row">;
 using col = dim<"col">;
 
-/// `processes` processes holding the same values: every sum multiplies by their number.
+/// `processes` processes holding the same values: every sum multiplies by their number. A sum
+/// that is started is only done at wait_all(), as a real one may be: whoever reads the values
+/// before then sees them unsummed.
 class identical_processes final : public train::communicator {
  public:
   explicit identical_processes(int processes) : processes_(processes) {}
@@ -31,9 +33,19 @@ class identical_processes final : public train::communicator {
     messages.push_back(values.size());
     for (double& v : values) v *= processes_;
   }
+  void start_all_reduce_sum(std::span<float> values) override {
+    messages.push_back(values.size());
+    started.push_back(values);
+  }
+  void wait_all() override {
+    for (auto values : started)
+      for (float& v : values) v *= float(processes_);
+    started.clear();
+  }
   void barrier() override {}
   [[noreturn]] void abort(int status) noexcept override { std::exit(status); }
   std::vector<std::size_t> messages;
+  std::vector<std::span<float>> started;
 
  private:
   int processes_;
@@ -78,6 +90,39 @@ TEST_CASE("train: gradient buckets sum every gradient once, small parameters pac
   expected = 1;
   for (const auto& p : model.list.refs())
     for (index_t i = 0; i < p.size; ++i) CHECK(p.grad[i] == 6 * expected++);
+}
+
+TEST_CASE("train: a bucket's sum starts as soon as its last parameter's gradient is complete") {
+  three_parameters model;
+  train::gradient_buckets<float> packed(model.list, 64);  // {small, tiny}, {large}
+  identical_processes two(2);
+  packed.begin(two);
+  packed.complete(model.small.identity());
+  CHECK(two.messages.empty());  // "tiny" is not complete yet
+  packed.complete(model.large.identity());
+  CHECK(two.messages == std::vector<std::size_t>{400});
+  packed.complete(&model);  // not a parameter of the list: ignored
+  packed.complete(model.tiny.identity());
+  CHECK(two.messages == std::vector<std::size_t>{400, 7});
+  CHECK(packed.started_early() == 2);
+  CHECK(model.list.refs()[2].grad[0] == 8);  // not summed before finish()
+  packed.finish();
+  float expected = 1;
+  for (const auto& p : model.list.refs())
+    for (index_t i = 0; i < p.size; ++i) CHECK(p.grad[i] == 2 * expected++);
+
+  // Parameters never reported complete are summed by finish().
+  three_parameters other;
+  packed = train::gradient_buckets<float>(other.list, 64);
+  identical_processes three(3);
+  packed.begin(three);
+  packed.complete(other.large.identity());
+  packed.finish();
+  CHECK(three.messages == std::vector<std::size_t>{400, 7});
+  CHECK(packed.started_early() == 1);
+  expected = 1;
+  for (const auto& p : other.list.refs())
+    for (index_t i = 0; i < p.size; ++i) CHECK(p.grad[i] == 3 * expected++);
 }
 
 TEST_CASE("train: one process sends nothing") {

@@ -1,0 +1,67 @@
+// grad::tape: steps replayed last first, and a noted variable reported complete as soon as
+// every step that can add to its gradient has run.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <attn/grad.hpp>
+
+#include "../reference.hpp"
+#include "gradcheck.hpp"
+
+namespace {
+using namespace attn;
+using n = dim<"n">;
+}  // namespace
+
+TEST_CASE("grad: the tape replays its steps last first and reports each note once every later step has run") {
+  grad::tape tape;
+  std::vector<std::string> events;
+  int a = 0, b = 0, c = 0, never = 0;
+  tape.record([&] { events.push_back("step 0"); });
+  tape.note_read(&a);  // read by steps 1 and 2
+  tape.record([&] { events.push_back("step 1"); });
+  tape.note_read(&b);  // read by step 2 only
+  tape.note_read(&a);  // a second note of a: only the first counts
+  tape.record([&] { events.push_back("step 2"); });
+  tape.note_read(&c);  // read by no step
+  tape.replay([&](const void* key) {
+    events.push_back(key == &a ? "a" : key == &b ? "b" : key == &c ? "c" : key == &never ? "never" : "?");
+  });
+  CHECK(events == std::vector<std::string>{"c", "step 2", "b", "step 1", "a", "step 0"});
+  CHECK(tape.size() == 0);
+  events.clear();
+  tape.record([&] { events.push_back("again"); });
+  tape.replay([&](const void*) { events.push_back("stale note"); });  // replay forgot the notes
+  CHECK(events == std::vector<std::string>{"again"});
+}
+
+TEST_CASE("grad: a parameter read twice through cast is complete only after both reads' steps") {
+  // y = Σ r ⊙ (w ⊙ x) + Σ s ⊙ w, w read through grad::cast at both places (as modules read
+  // their parameters): when the backward pass reports w complete, its gradient is already final.
+  grad::parameter<double, shape<n>> w(extents<shape<n>>(9));
+  auto x = test::random_input<shape<n>>(9);
+  tensor<double, shape<n>> r(9), s(9);
+  test::fill_random(r);
+  test::fill_random(s);
+  test::fill_random(w.value());
+  grad::tape tape;
+  const auto first = grad::map(&tape, [](const auto& a, const auto& b) { return a * b; }, grad::cast<double>(&tape, w), x);
+  const auto loss = grad::add(&tape, test::weighted_sum(&tape, first, r),
+                              test::weighted_sum(&tape, grad::cast<double>(&tape, w), s));
+  std::vector<double> at_completion;
+  int reports = 0;
+  grad::backward(tape, loss, [&](const void* key) {
+    if (key != w.identity()) return;
+    ++reports;
+    at_completion.assign(w.grad().data(), w.grad().data() + 9);
+  });
+  CHECK(reports == 1);
+  REQUIRE(at_completion.size() == 9);
+  for (index_t i = 0; i < 9; ++i) {
+    INFO("i = " << i);
+    CHECK(at_completion[std::size_t(i)] == w.grad()(i));
+    CHECK(w.grad()(i) == doctest::Approx(r(i) * x.value()(i) + s(i)).epsilon(1e-14));
+  }
+}
