@@ -14,6 +14,9 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -24,7 +27,14 @@
 
 #include <attn/text/subword.hpp>
 #include <attn/train/data.hpp>
+#include <attn/train/launch.hpp>
+#if defined(ATTN_EXAMPLES_NCCL)
+#include <sys/prctl.h>
 
+#include <attn/cuda/nccl.cuh>
+#endif
+
+#include "../common/numbers.hpp"
 #include "checkpoints.hpp"
 #include "options.hpp"
 #include "run.hpp"
@@ -54,14 +64,114 @@ bool launched_by_mpi() {
   return false;
 }
 
-std::unique_ptr<train::communicator> make_communicator([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
+/// The process's communicators: `bootstrap` (MPI, when it only hands out the NCCL id) outlives
+/// `sums`, the one training uses.
+struct communicators {
+  std::unique_ptr<train::communicator> bootstrap, sums;
+};
+
+#if defined(ATTN_EXAMPLES_NCCL)
+/// A variable the launcher set in the environment.
+std::string from_environment(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) throw std::runtime_error(std::string(name) + " is not set (attn-train --gpus sets it)");
+  return text;
+}
+int number_from_environment(const char* name) {
+  const std::string text = from_environment(name);
+  const std::optional<int> value = examples::whole_number(text);
+  if (!value) throw std::runtime_error(std::string(name) + " is not a number: '" + text + "'");
+  return *value;
+}
+
+/// Joins the job's NCCL communicator on GPU `device` (which becomes current).
+std::unique_ptr<train::communicator> join_nccl(int rank, int size, int device, const ncclUniqueId& id) {
+  if (const std::string missing = examples::use_cuda_device(device); !missing.empty())
+    throw std::runtime_error("rank " + std::to_string(rank) + ": cuda:" + std::to_string(device) + ": " + missing);
+  return std::make_unique<cuda_backend::nccl_communicator>(rank, size, id);
+}
+#endif
+
+/// One process (default); an MPI process (mpirun, srun); or, with --device cuda, one of the
+/// processes of a GPU job: started by attn-train --gpus (ATTN_RANK in its environment), or by
+/// an MPI launcher, MPI then only handing out the NCCL id. Each takes GPU device.index + its
+/// rank on the machine.
+communicators make_communicator([[maybe_unused]] const options& o, [[maybe_unused]] int* argc,
+                                [[maybe_unused]] char*** argv) {
+  communicators c;
+  if (std::getenv("ATTN_RANK") != nullptr) {  // a worker of attn-train --gpus
+#if defined(ATTN_EXAMPLES_NCCL)
+    // Ends with the supervisor: a worker must not train on alone (Linux).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != number_from_environment("ATTN_SUPERVISOR_PID")) throw std::runtime_error("the supervisor has ended");
+    const int rank = number_from_environment("ATTN_RANK"), size = number_from_environment("ATTN_WORLD_SIZE");
+    c.sums = join_nccl(rank, size, o.device.index + rank, cuda_backend::parse_nccl_id(from_environment("ATTN_NCCL_ID")));
+    return c;
+#else
+    throw std::runtime_error("ATTN_RANK is set, but this attn-train was built without NCCL");
+#endif
+  }
 #if defined(ATTN_TRAIN_MPI)
-  if (launched_by_mpi()) return std::make_unique<train::mpi_communicator>(argc, argv);
+  if (launched_by_mpi()) {
+    auto mpi = std::make_unique<train::mpi_communicator>(argc, argv);
+    if (!o.device.cuda) {
+      c.sums = std::move(mpi);
+      return c;
+    }
+#if defined(ATTN_EXAMPLES_NCCL)
+    std::string id(2 * sizeof(ncclUniqueId::internal), '0');
+    if (mpi->rank() == 0) id = cuda_backend::make_nccl_id();
+    mpi->broadcast(std::span<char>(id.data(), id.size()), 0);
+    c.sums = join_nccl(mpi->rank(), mpi->size(), o.device.index + mpi->local_rank(), cuda_backend::parse_nccl_id(id));
+    c.bootstrap = std::move(mpi);
+    return c;
+#else
+    throw std::runtime_error("--device cuda under an MPI launcher needs NCCL, which this attn-train was built without");
+#endif
+  }
 #else
   if (launched_by_mpi())  // each process would think itself alone and write the same files
     throw std::runtime_error("started by an MPI launcher, but built without MPI (install libopenmpi-dev and rebuild)");
 #endif
-  return std::make_unique<train::single_process>();
+  c.sums = std::make_unique<train::single_process>();
+  return c;
+}
+
+/// attn-train --gpus N: starts N copies of this program, one a GPU, and supervises them
+/// (include/attn/train/launch.hpp). Returns the job's exit status.
+int launch(const options& o, int argc, char** argv) {
+#if defined(ATTN_EXAMPLES_NCCL)
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  if (o.device.index + o.gpus > count) {
+    std::fprintf(stderr, "attn-train: --gpus %d from cuda:%d needs GPUs %d to %d; this machine has %d\n", o.gpus,
+                 o.device.index, o.device.index, o.device.index + o.gpus - 1, count);
+    return 2;
+  }
+  const std::string id = cuda_backend::make_nccl_id();
+  const std::string program = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<train::worker> workers;
+  for (int rank = 0; rank < o.gpus; ++rank) {
+    train::worker w;
+    w.arguments.push_back(program);
+    for (int i = 1; i < argc; ++i) w.arguments.emplace_back(argv[i]);
+    w.environment = {"ATTN_RANK=" + std::to_string(rank), "ATTN_WORLD_SIZE=" + std::to_string(o.gpus),
+                     "ATTN_NCCL_ID=" + id, "ATTN_SUPERVISOR_PID=" + std::to_string(::getpid())};
+    w.name = "rank " + std::to_string(rank) + " (GPU " + std::to_string(o.device.index + rank) + ")";
+    workers.push_back(std::move(w));
+  }
+  std::fprintf(stderr, "attn-train: %d process(es), one on each of GPUs %d to %d\n", o.gpus, o.device.index,
+               o.device.index + o.gpus - 1);
+  const train::job_outcome outcome = train::run_workers(workers, std::chrono::seconds(10));
+  if (!outcome.message.empty()) std::fprintf(stderr, "attn-train: %s\n", outcome.message.c_str());
+  return outcome.status;
+#else
+  (void)argc;
+  (void)argv;
+  std::fprintf(stderr, "attn-train: --gpus %d needs attn-train built with CUDA and NCCL (this one has %s)\n", o.gpus,
+               examples::cuda_compiled() ? "CUDA without NCCL" : "neither");
+  return 2;
+#endif
 }
 
 /// The vocabulary: OUT/vocab.model when resuming, --vocab when given (copied beside the
@@ -176,9 +286,11 @@ int train(const options& o, train::communicator& comm) {
   const train_function chosen = (o.device.cuda ? model.train_cuda : model.train)[activation_index(o.precision)];
   if (chosen == nullptr)
     throw std::runtime_error(std::string("--precision ") + to_string(o.precision) + " is not compiled into this attn-train for " +
-                             model.name + " (meson option example_precisions; Table 3's widths train in fp32)");
-  if (o.device.cuda && comm.size() > 1)
-    throw std::runtime_error("--device cuda trains in one process for now: several GPUs need NCCL");
+                             model.name + (o.device.cuda ? " on a GPU" : "") +
+                             " (meson options example_precisions and example_gpu_precisions; Table 3's widths train in "
+                             "fp32)");
+  if (o.device.cuda && comm.size() > 1 && !comm.sums_device_memory())
+    throw std::runtime_error("--device cuda with several processes needs NCCL's communicator");
   // Line counts and UTF-8 are checked before minutes go into a vocabulary.
   const auto train_text = train::read_parallel(o.source, o.target);
   std::optional<train::parallel_text> valid_text;
@@ -205,13 +317,22 @@ int train(const options& o, train::communicator& comm) {
 int main(int argc, char** argv) {
   using namespace attn::trainer;
   const options o = parse(argc, argv);
-  std::unique_ptr<attn::train::communicator> comm;
+  if (o.gpus > 0 && std::getenv("ATTN_RANK") == nullptr) {  // the supervisor of a GPU job
+    try {
+      return launch(o, argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attn-train: %s\n", e.what());
+      return 1;
+    }
+  }
+  communicators communicators;
   try {
-    comm = make_communicator(&argc, &argv);
+    communicators = make_communicator(o, &argc, &argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-train: %s\n", e.what());
     return 1;
   }
+  std::unique_ptr<attn::train::communicator>& comm = communicators.sums;
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif

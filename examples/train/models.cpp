@@ -54,11 +54,21 @@ int train_table3_c_ff4096(session&);
 #else
 #define ATTN_FP16_OR_NULL(f) nullptr
 #endif
+#if defined(ATTN_GPU_PRECISION_BF16)
+#define ATTN_GPU_BF16_OR_NULL(f) ATTN_CUDA_OR_NULL(f)
+#else
+#define ATTN_GPU_BF16_OR_NULL(f) nullptr
+#endif
+#if defined(ATTN_GPU_PRECISION_FP16)
+#define ATTN_GPU_FP16_OR_NULL(f) ATTN_CUDA_OR_NULL(f)
+#else
+#define ATTN_GPU_FP16_OR_NULL(f) nullptr
+#endif
 #define ATTN_PRESET_ENTRY(preset)                                                                            \
   {#preset, widths_of<nn::preset>(),                                                                         \
    {train_##preset##_fp32, ATTN_BF16_OR_NULL(train_##preset##_bf16), ATTN_FP16_OR_NULL(train_##preset##_fp16)}, \
-   {ATTN_CUDA_OR_NULL(train_##preset##_fp32_cuda), ATTN_CUDA_OR_NULL(ATTN_BF16_OR_NULL(train_##preset##_bf16_cuda)), \
-    ATTN_CUDA_OR_NULL(ATTN_FP16_OR_NULL(train_##preset##_fp16_cuda))}}
+   {ATTN_CUDA_OR_NULL(train_##preset##_fp32_cuda), ATTN_GPU_BF16_OR_NULL(train_##preset##_bf16_cuda),           \
+    ATTN_GPU_FP16_OR_NULL(train_##preset##_fp16_cuda)}}
 
 std::span<const compiled_model> compiled_models() {
   static const compiled_model models[] = {

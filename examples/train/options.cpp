@@ -111,6 +111,12 @@ options parse(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20))
       ->group(optimisation);
+  app.add_option("--bucket-mib", o.bucket_mib,
+                 "several processes: gradients are summed over them in buckets of this many MiB, each as soon as "
+                 "the backward pass has finished its gradients")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6))
+      ->group(optimisation);
   app.add_option("--precision", precision_name,
                  "fp32; tf32 (fp32, GPU products on tensor cores in TF32); bf16 or fp16 (16-bit activations and "
                  "product inputs, float master weights, Adam moments, softmax, LayerNorm and loss statistics; fp16 "
@@ -144,6 +150,12 @@ options parse(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")->capture_default_str()->group(run);
   examples::device_flags device;
   examples::add_device_flags(app, device, run);
+  app.add_option("--gpus", o.gpus,
+                 "train on N GPUs of this machine (from --device cuda:K on), one process each, which attn-train "
+                 "starts and supervises: gradients summed by NCCL, Ctrl-C reaches all, one that fails stops all. "
+                 "Several machines: mpirun -np N attn-train --device cuda (docs/training.md)")
+      ->check(CLI::Range(1, 1024))
+      ->group(run);
   app.add_option("--threads", o.threads, "threads per process (0: OpenMP's default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024))
@@ -195,6 +207,10 @@ options parse(int argc, char** argv) {
   }
   if (const std::string refused = examples::apply_device_flags(device, o.device, o.tf32); !refused.empty()) {
     std::cerr << "attn-train: " << refused << "\n";
+    std::exit(2);
+  }
+  if (o.gpus > 0 && !o.device.cuda) {
+    std::cerr << "attn-train: --gpus " << o.gpus << " starts a process per GPU: it needs --device cuda\n";
     std::exit(2);
   }
   // --tf32 on is --precision tf32; the two must not disagree.

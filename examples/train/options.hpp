@@ -42,6 +42,7 @@ struct options {
   double learning_rate_scale = 1.0;  // multiplies equation (3)
   double clip_norm = 0;              // 0: no clipping
   int max_bad_steps = 5;             // non-finite steps in a row before stopping
+  double bucket_mib = 25;            // gradients summed over processes in buckets of this size (PyTorch DDP's)
 
   // The run.
   std::filesystem::path out = "run";
@@ -50,6 +51,7 @@ struct options {
   std::uint64_t seed = 1;
   int threads = 0;  // 0: OpenMP's default
   examples::device_choice device;  // --device: cpu, cuda[:N]
+  int gpus = 0;                    // --gpus N: N processes on GPUs device.index …, started and supervised here
   bool tf32 = false;               // fp32 GPU products in TF32 (--precision tf32, or --tf32 on)
   trainer::precision precision = trainer::precision::fp32;  // --precision; bf16 on a GPU, fp32 on the CPU by default
   double loss_scale = 65536;        // float16: the initial dynamic loss scale

@@ -90,7 +90,7 @@ int run(session& s) {
                                                                               s.hyper);
   auto parameters = model.parameters();
   train::adam<T, Device> optimizer(parameters);
-  train::gradient_buckets<T, Device> buckets(parameters);
+  train::gradient_buckets<T, Device> buckets(parameters, std::size_t(o.bucket_mib * double(1 << 20)));
   const model_widths widths = widths_of<C>();
   const auto description = s.description(widths);
 
@@ -212,6 +212,10 @@ int run(session& s) {
     // share of the step's tokens, so the sum is the mean over every token of the step.
     std::array<double, 2> sums{};  // summed over batches and processes, for the log
     auto& [smoothed, nll] = sums;
+    // The gradients are summed over processes while the last batch's backward pass runs: a
+    // bucket as soon as the tape reports its parameters complete (none on earlier batches,
+    // whose gradients only accumulate).
+    buckets.begin(comm);
     for (std::size_t j = 0; j < mine.size(); ++j) {
       auto stream = dropout_stream(o.seed, state.batches_seen + std::uint64_t(rank) * std::uint64_t(o.accumulate) + j);
       grad::tape tape;
@@ -220,12 +224,22 @@ int run(session& s) {
       const auto l =
           train::cross_entropy(&tape, logits, to_device<Device>(mine[j].target_out), o.label_smoothing, pad);
       const double seed = double(l.tokens) / target_tokens * (scaler ? scaler->scale() : 1.0);
-      grad::backward(tape, grad::scale(&tape, l.loss, T(seed)));
+      const auto scaled = grad::scale(&tape, l.loss, T(seed));
+      if (j + 1 == mine.size()) grad::backward(tape, scaled, [&](const void* parameter) { buckets.complete(parameter); });
+      else grad::backward(tape, scaled);
       smoothed += l.smoothed;
       nll += l.nll;
     }
-    buckets.all_reduce(comm);
+    buckets.finish();
     comm.all_reduce_sum(sums);
+    if (ranks > 1 && state.batches_seen == 0 && s.leader()) {  // the first step of a run over processes
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "gradients summed over %d processes in %zu bucket(s) of <= %g MiB, %zu of them started as the "
+                    "backward pass completed them",
+                    ranks, buckets.bucket_count(), o.bucket_mib, buckets.started_early());
+      bar.message(line);
+    }
     state.data = position;
     state.batches_seen += std::uint64_t(batches_per_step);
 

@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <attn/text/utf8.hpp>
 #include <attn/train/checkpoint.hpp>
 
+#include "../common/numbers.hpp"
 #include "../common/variant_names.hpp"
 #include "job.hpp"
 #include "output.hpp"
@@ -188,16 +190,10 @@ std::vector<fs::path> checkpoints_of(const options& o) {
 
 int count_of(const train::averaged_weights& w, const std::string& key) {
   const std::string& text = w.metadata(key);
-  std::size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value <= 0)
+  const std::optional<int> value = examples::whole_number(text);
+  if (!value || *value <= 0)
     throw train::safetensors::format_error(w.sources.front(), "metadata '" + key + "' should be a count, not '" + text + "'");
-  return value;
+  return *value;
 }
 
 int run(options o) {

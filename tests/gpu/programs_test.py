@@ -4,7 +4,8 @@ without a GPU): a tiny model trained on the GPU learns the toy corpus as on the 
 first steps give the same losses on both devices to rounding (--precision fp32); a GPU checkpoint
 resumes on the CPU and a CPU one on the GPU; greedy and beam translations of the trained model are
 identical on both devices; bf16 (the GPU's default) and fp16 runs on the GPU follow the fp32 run
-as the CPU's do (tests/train/trainer_test.py's bounds).
+as the CPU's do (tests/train/trainer_test.py's bounds); --gpus 1 (a supervised worker summing
+through NCCL) repeats the plain run's losses.
 
 Usage: programs_test.py ATTN_TRAIN ATTN_TRANSLATE GPU_DEVICE_QUERY"""
 import json
@@ -104,6 +105,18 @@ class GpuPrograms(unittest.TestCase):
             self.assertLess(valid["ppl"], 4.0, precision)
             if precision == "fp16":
                 self.assertTrue(all(r["loss_scale"] > 0 for r in metrics(out)))
+
+    def test_gpus_1_trains_as_one_plain_process(self):
+        # attn-train --gpus 1: a supervisor and one worker summing through NCCL over one process,
+        # which must change nothing: the same losses, bit for bit, as the plain GPU run's first steps.
+        out = WORK / "gpus-1"
+        done = train(out, "cuda", "--gpus", 1, "--max-steps", 20, "--valid-every", 1000, "--save-every", 20,
+                     "--precision", "fp32")
+        self.assertIn("attn-train: 1 process(es), one on each of GPUs 0 to 0", done.stderr)
+        plain = metrics(self.gpu)[:20]
+        self.assertEqual([(r["step"], r["loss"]) for r in metrics(out)], [(r["step"], r["loss"]) for r in plain])
+        done = run(TRAIN, corpus() + MODEL + ["--device", "cuda", "--gpus", 99, "--out", WORK / "gpus-99"], expect=2)
+        self.assertIn("--gpus 99 from cuda:0 needs GPUs 0 to 98", done.stderr)
 
     def test_translations_are_the_same_on_both_devices(self):
         source = WORK / "toy" / "valid.src"

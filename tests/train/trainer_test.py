@@ -10,6 +10,7 @@ resume, and every kind of bad input the trainer promises to report.
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import signal
@@ -285,7 +286,9 @@ class DataParallel(unittest.TestCase):
         mpirun = shutil.which("mpirun")
         if mpirun is None:
             self.skipTest("mpirun not found (apt-get install openmpi-bin)")
-        steps = ["--max-steps", 4, "--save-every", 4, "--dropout", 0.1]
+        # Buckets of 50 KiB: the tiny model's gradients (1.9 MB) in many, summed while the
+        # backward pass computes the rest (the tape reports each parameter complete).
+        steps = ["--max-steps", 4, "--save-every", 4, "--dropout", 0.1, "--bucket-mib", 0.05]
         one = WORK / "one-process"
         train(one, "--accum", 2, *steps)
         two = WORK / "two-processes"
@@ -296,6 +299,11 @@ class DataParallel(unittest.TestCase):
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         self.assertIn("2 process(es) x 1 batch(es) a step", done.stderr)
+        found = re.search(r"gradients summed over 2 processes in (\d+) bucket\(s\) of <= 0.05 MiB, (\d+) of them "
+                          r"started as the backward pass completed them", done.stderr)
+        self.assertIsNotNone(found, done.stderr[-2000:])
+        self.assertGreater(int(found.group(1)), 10)
+        self.assertEqual(found.group(2), found.group(1))  # every parameter is read through grad::cast
         self.assertEqual(len(metrics(one)), len(metrics(two)))
         for x, y in zip(metrics(one), metrics(two)):
             self.assertEqual(x["tokens"], y["tokens"])
@@ -312,6 +320,54 @@ class DataParallel(unittest.TestCase):
                 self.assertLess(worst, sum(r["lr"] for r in metrics(one)) * 1.01, name)
             else:
                 self.assertLess(worst, 1e-6, name)
+
+
+    def test_a_process_killed_mid_run_stops_the_others_and_the_checkpoint_survives(self):
+        # One process of two dies (SIGKILL, as the out-of-memory killer would): the other, waiting
+        # for it in the gradients' sum, must not hang. mpirun ends the job and names the rank;
+        # the last checkpoint, written atomically, resumes. Measured: the job ends 2 s after the kill.
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            self.skipTest("mpirun not found (apt-get install openmpi-bin)")
+        out = WORK / "killed-process"
+        env = dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+        command = [mpirun, "-np", "2", "--oversubscribe", str(TRAIN)] + corpus() + MODEL + \
+                  ["--batch-tokens", "150", "--threads", "1", "--out", str(out), "--max-steps", "1000000",
+                   "--save-every", "10"]
+        job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not list(out.glob("checkpoint-*.safetensors")):
+                self.assertIsNone(job.poll(), "the job ended before its first checkpoint")
+                self.assertLess(time.monotonic(), deadline, "no checkpoint after 300 s")
+                time.sleep(0.2)
+            second = None
+            for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+                try:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"OMPI_COMM_WORLD_RANK=1" in environ and str(TRAIN).encode() in command_line:
+                    second = pid
+            self.assertIsNotNone(second, "no process of rank 1 found")
+            os.kill(second, signal.SIGKILL)
+            killed = time.monotonic()
+            output, _ = job.communicate(timeout=60)
+            ended = time.monotonic() - killed
+        finally:
+            if job.poll() is None:
+                job.kill()
+        self.assertNotEqual(job.returncode, 0)
+        self.assertLess(ended, 30, f"the job took {ended:.1f} s to end after rank 1 died")
+        self.assertRegex(output, r"process rank 1 .*exited on signal 9", output[-2000:])
+        print(f"\nrank 1 killed: the job ended {ended:.1f} s later", file=sys.stderr)
+        # The newest checkpoint loads and trains on, in one process.
+        newest = max(out.glob("checkpoint-*.safetensors"))
+        step = int(newest.stem.split("-")[1])
+        done = train(out, "--resume", "--max-steps", step + 2)
+        self.assertIn(f"resumed from {newest} at step {step}", done.stderr)
 
 
 class BadInput(unittest.TestCase):
@@ -339,6 +395,16 @@ class BadInput(unittest.TestCase):
         self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
         self.assertTrue(done.stderr.startswith("attn-train: --device cuda:99: "), done.stderr)
         self.assertRegex(done.stderr, "built without CUDA|no usable CUDA device|no CUDA device|there is no GPU 99")
+
+    def test_gpus_without_a_gpu_job_are_refused(self):
+        done = run(["--src", "a", "--tgt", "b", "--gpus", 2], expect=2)
+        self.assertIn("--gpus 2 starts a process per GPU: it needs --device cuda", done.stderr)
+        # With --device cuda, a build without CUDA, a machine without a GPU, or a build without
+        # NCCL each say so in one line.
+        done = run(["--src", "a", "--tgt", "b", "--device", "cuda", "--gpus", 2], expect=2)
+        self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+        self.assertRegex(done.stderr, "built without CUDA|no usable CUDA device|no CUDA device|needs GPUs 0 to 1|"
+                                      "needs attn-train built with CUDA and NCCL")
 
     def test_widths_that_are_not_compiled_are_named_with_those_that_are(self):
         done = train(WORK / "bad-widths", "--d-model", 384, expect=1)
