@@ -62,7 +62,7 @@ def _define():
         def forward(self, src, tgt, pad=None):
             """Logits [batch, tgt, vocab]. With `pad`, keys that are padding are masked in every
             attention (encoder, decoder self-attention, encoder-decoder), as attn does."""
-            mask = self.core.generate_square_subsequent_mask(tgt.shape[1])
+            mask = self.core.generate_square_subsequent_mask(tgt.shape[1]).to(tgt.device)
             src_pad = tgt_pad = None
             if pad is not None:
                 src_pad, tgt_pad = src == pad, tgt == pad

@@ -319,9 +319,12 @@ double ulp_of(double x) {
 /// 16-bit outputs: every element within `ulps` units in the last place of the reference (which
 /// is computed in double from the same 16-bit inputs), plus 2⁻¹⁶·(1 + |ref|) for the float
 /// arithmetic before the one rounding. A result rounded at every node instead of once fails.
+/// `rounded_first`, where given, holds an intermediate that the computation may round to T
+/// before its last step (cuBLASLt's bfloat16 bias epilogue): half a unit of it more.
 template <class T, class S>
 void compare_rounded(const std::string& name, const attn::tensor<T, S, attn::cpu>& out,
-                     const std::vector<double>& ref, double ulps) {
+                     const std::vector<double>& ref, double ulps,
+                     const std::vector<double>* rounded_first = nullptr) {
   const std::size_t n = ref.size();
   if (static_cast<std::size_t>(out.size()) != n) {
     fail(name, "size " + std::to_string(out.size()) + " vs reference " + std::to_string(n));
@@ -340,7 +343,8 @@ void compare_rounded(const std::string& name, const attn::tensor<T, S, attn::cpu
       }
       continue;
     }
-    const double error = (std::abs(o - r) - std::ldexp(1.0 + std::abs(r), -16)) / ulp_of<T>(r);
+    const double first = rounded_first ? 0.5 * ulp_of<T>((*rounded_first)[i]) : 0.0;
+    const double error = (std::abs(o - r) - first - std::ldexp(1.0 + std::abs(r), -16)) / ulp_of<T>(r);
     worst = std::max(worst, error);
     if (!(error <= ulps)) {
       char detail[200];
@@ -450,6 +454,28 @@ void check(const std::string& name, const E& e, F&& f,
     out.view() = e;
     settle(name);
     compare_guarded(name, out, reference(e.extents(), f), tolerance);
+  } catch (const std::exception& error) {
+    fail(name, std::string("threw: ") + error.what());
+  }
+}
+
+/// As check, for a 16-bit result that may be rounded twice: `f` the result, `first` the
+/// intermediate rounded before the last step (compare_rounded).
+template <class E, class F, class G>
+void check_rounded_twice(const std::string& name, const E& e, F&& f, G&& first) {
+  using T = typename E::value_type;
+  using S = typename E::shape_type;
+  static_assert(attn::is_float16_storage<T>, "check_rounded_twice: for 16-bit results");
+  try {
+    guarded<T, S> out(e.extents());
+    out.view() = e;
+    settle(name);
+    bool guards_intact = false;
+    const auto host = out.fetch(guards_intact);
+    if (!guards_intact) return fail(name, "wrote outside its output (guard sentinels changed)");
+    if (out.unwritten()) return fail(name, "left elements unwritten (sentinel bytes remain)");
+    const auto intermediate = reference(e.extents(), first);
+    compare_rounded(name, host, reference(e.extents(), f), default_tolerance<T>, &intermediate);
   } catch (const std::exception& error) {
     fail(name, std::string("threw: ") + error.what());
   }
