@@ -9,34 +9,92 @@
 # and Python), ATTN_DEPS=DIR takes the header-only libraries, SentencePiece and libpng from DIR,
 # which scripts/gpu-deps.sh fills on a machine that has them. docs/gpu.md.
 #
+# ATTN_GPU_PREBUILT=FILE skips configuring and compiling: FILE holds the gpu suite's executables,
+# the programs and the libraries they need, packed by scripts/gpu-bundle.sh on another machine
+# (the GPU machine then needs only its driver, CUDA's libraries and Python with PyTorch).
+#
 #   scripts/gpu.sh                      build, test, benchmark
 #   ATTN_GPU_BENCH=0 scripts/gpu.sh     build and test only
+#   ATTN_GPU_BENCH=attention,train,nccl,decode   those benchmarks only (default all)
+#   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone)
 #   ATTN_GPU_OUT=DIR                    where the summary and logs go (default build-gpu/report)
+#   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
+#                                       ATTN_GPU_PROGRAMS_LIMIT, default 900)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
 heading() { printf '\n=== %s\n' "$*"; }
 die() { echo "gpu.sh: $*" >&2; exit 1; }
 
-if [[ -n ${ATTN_DEPS:-} ]]; then
-  deps=$(cd "$ATTN_DEPS" && pwd) || die "ATTN_DEPS=$ATTN_DEPS is not a directory"
-  [[ -d $deps/lib/pkgconfig ]] || die "ATTN_DEPS=$ATTN_DEPS lacks lib/pkgconfig: fill it with scripts/gpu-deps.sh"
-  export PKG_CONFIG_PATH="$deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-  export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  [[ -d $deps/python ]] && export PYTHONPATH="$deps/python${PYTHONPATH:+:$PYTHONPATH}"
-elif command -v apt-get >/dev/null && [[ -f /etc/debian_version ]]; then
-  source scripts/deps.sh
-fi
-[[ -d /usr/local/cuda/bin && :$PATH: != *:/usr/local/cuda/bin:* ]] && export PATH="/usr/local/cuda/bin:$PATH"
-command -v nvcc >/dev/null || die "no nvcc on PATH (install the CUDA toolkit, or put its bin/ on PATH)"
-command -v meson >/dev/null || die "no meson on PATH (pip install meson ninja)"
-
 out=build-gpu
 report=${ATTN_GPU_OUT:-$out/report}
+prebuilt=${ATTN_GPU_PREBUILT:-}
+[[ -z $prebuilt || -f $prebuilt ]] || die "ATTN_GPU_PREBUILT=$prebuilt is not a file (scripts/gpu-bundle.sh makes one)"
+[[ -d /usr/local/cuda/bin && :$PATH: != *:/usr/local/cuda/bin:* ]] && export PATH="/usr/local/cuda/bin:$PATH"
+toolkit=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+# PyTorch's wheels bring CUDA's libraries too (site-packages/nvidia/...).
+wheels=$(python3 -c 'import nvidia; print(*nvidia.__path__)' 2>/dev/null || true)
+
+if [[ -n $prebuilt ]]; then
+  # The bundle's own libraries, then CUDA's where the loader would not find them.
+  bundle=$out/prebuilt
+  rm -rf "$bundle" && mkdir -p "$bundle" && tar -xJf "$prebuilt" -C "$bundle" || die "cannot unpack $prebuilt"
+  bundle=$(cd "$bundle" && pwd)
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    ldconfig -p | grep -q "$name" && continue
+    found=$(find "$toolkit" $wheels -name "$name" 2>/dev/null | head -1)
+    [[ -n $found ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+  done
+  echo "prebuilt: $(tr '\n' ' ' < "$bundle/commit")from $prebuilt"
+  bin=$bundle/bin
+  gpu_tests=("$bin"/gpu_*)
+  attn_train=$bin/attn-train
+  attn_translate=$bin/attn-translate
+  attention_gpu=$bin/attention_gpu
+  if [[ ! -x $attn_train ]]; then  # a bundle of the gpu tests alone
+    echo "the bundle has no attn-train: programs_test and the benchmarks are left out"
+    export ATTN_GPU_BENCH=0
+  fi
+else
+  if [[ -n ${ATTN_DEPS:-} ]]; then
+    deps=$(cd "$ATTN_DEPS" && pwd) || die "ATTN_DEPS=$ATTN_DEPS is not a directory"
+    [[ -d $deps/lib/pkgconfig ]] || die "ATTN_DEPS=$ATTN_DEPS lacks lib/pkgconfig: fill it with scripts/gpu-deps.sh"
+    export PKG_CONFIG_PATH="$deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    [[ -d $deps/python ]] && export PYTHONPATH="$deps/python${PYTHONPATH:+:$PYTHONPATH}"
+  elif command -v apt-get >/dev/null && [[ -f /etc/debian_version ]]; then
+    source scripts/deps.sh
+  fi
+  command -v nvcc >/dev/null || die "no nvcc on PATH (install the CUDA toolkit, or put its bin/ on PATH)"
+  command -v meson >/dev/null || die "no meson on PATH (pip install meson ninja)"
+
+  # NCCL (attn-train --gpus): the CUDA toolkit's, else the one PyTorch's wheels bring
+  # (nvidia-nccl-cu13: site-packages/nvidia/nccl/{include,lib}), linked under the name the
+  # linker looks for.
+  if ! compgen -G "$toolkit/lib*/libnccl.so" >/dev/null; then
+    header=$(find $wheels -name nccl.h 2>/dev/null | head -1)
+    library=$(find $wheels -name 'libnccl.so*' 2>/dev/null | head -1)
+    if [[ -n $header && -n $library ]]; then
+      mkdir -p "$out/nccl/lib"
+      ln -sf "$library" "$out/nccl/lib/libnccl.so"
+      export LIBRARY_PATH="$PWD/$out/nccl/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+      export CPATH="$(dirname "$header")${CPATH:+:$CPATH}"
+      export LD_LIBRARY_PATH="$(dirname "$library")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "NCCL from PyTorch's wheel: $library"
+    else
+      echo "no NCCL beside nvcc or in PyTorch's wheels: attn-train --gpus is left out"
+    fi
+  fi
+  gpu_tests=()
+  attn_train=$out/examples/attn-train
+  attn_translate=$out/examples/attn-translate
+  attention_gpu=$out/bench/attention_gpu
+fi
 mkdir -p "$report"
 report=$(cd "$report" && pwd)
 summary=$report/summary.md
@@ -49,47 +107,135 @@ capability=$(head -1 "$report/device.txt" | cut -d, -f2 | tr -d ' .')
 arch=sm_${capability:-90}
 models=${ATTN_GPU_MODELS:-tiny,small,base}
 
-heading "configure ($out/: CUDA for $arch, presets $models)"
-setup_args=(-Dcuda=enabled "-Dgpu_arch=$arch" "-Dexample_models=$models" -Dbuildtype=release)
-if [[ -d $out/meson-private ]]; then
-  meson setup --reconfigure "$out" "${setup_args[@]}" || die "configure failed"
-else
-  meson setup "$out" "${setup_args[@]}" || die "configure failed"
-fi
+compile_seconds=0
+if [[ -z $prebuilt ]]; then
+  heading "configure ($out/: CUDA for $arch, presets $models)"
+  setup_args=(-Dcuda=enabled "-Dgpu_arch=$arch" "-Dexample_models=$models" -Dbuildtype=release)
+  if [[ -d $out/meson-private ]]; then
+    meson setup --reconfigure "$out" "${setup_args[@]}" || die "configure failed"
+  else
+    meson setup "$out" "${setup_args[@]}" || die "configure failed"
+  fi
 
-heading "compile"
-start=$SECONDS
-meson compile -C "$out" 2>&1 | tail -n 30
-[[ ${PIPESTATUS[0]} -eq 0 ]] || die "compile failed"
-compile_seconds=$((SECONDS - start))
+  heading "compile"
+  start=$SECONDS
+  meson compile -C "$out" 2>&1 | tail -n 30
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || die "compile failed"
+  meson compile -C "$out" attention_gpu 2>&1 | tail -n 30  # built on demand only
+  compile_seconds=$((SECONDS - start))
+  for t in "$out"/tests/gpu/gpu_*; do [[ -x $t && ! -d $t ]] && gpu_tests+=("$t"); done
+fi
 
 heading "test: the gpu suite"
 start=$SECONDS
-meson test -C "$out" --suite gpu --print-errorlogs --no-rebuild 2>&1 | tee "$report/gpu-suite.txt"
-tests_status=${PIPESTATUS[0]}
+tests_status=0
+if [[ ${ATTN_GPU_TESTS:-1} == 0 ]]; then
+  echo "skipped (ATTN_GPU_TESTS=0)" | tee "$report/gpu-suite.txt"
+elif [[ -z $prebuilt ]]; then
+  meson test -C "$out" --suite gpu --print-errorlogs --no-rebuild 2>&1 | tee "$report/gpu-suite.txt"
+  tests_status=${PIPESTATUS[0]}
+  for t in "${gpu_tests[@]}"; do  # each test's own lines (ok/FAIL, measured errors) for the record
+    timeout -k 10 600 "$t" > "$report/$(basename "$t").txt" 2>&1
+  done
+else
+  # Meson's test list, run by hand: each executable, then the programs against each other;
+  # exit 77 is a skip. A hung kernel must not take the whole lease: a time limit each.
+  i=0
+  programs=(); [[ -x $attn_train ]] && programs=(programs_test)
+  count=$((${#gpu_tests[@]} + ${#programs[@]}))
+  for t in "${gpu_tests[@]}" "${programs[@]}"; do
+    i=$((i + 1))
+    name=$(basename "$t")
+    began=$SECONDS
+    if [[ $t == programs_test ]]; then
+      timeout -k 10 "${ATTN_GPU_PROGRAMS_LIMIT:-900}" python3 tests/gpu/programs_test.py "$attn_train" "$attn_translate" "$bin/gpu_device_query" \
+        > "$report/$name.txt" 2>&1
+    else
+      timeout -k 10 "${ATTN_GPU_TEST_LIMIT:-600}" "$t" > "$report/$name.txt" 2>&1
+    fi
+    status=$?
+    case $status in
+      0) verdict=OK ;;
+      77) verdict=SKIP ;;
+      124|137) verdict="TIMEOUT"; tests_status=1 ;;
+      *) verdict="FAIL (exit status $status)"; tests_status=1 ;;
+    esac
+    printf '%2d/%d %-28s %s %ds\n' "$i" "$count" "$name" "$verdict" $((SECONDS - began)) | tee -a "$report/gpu-suite.txt"
+    if [[ $verdict != OK && $verdict != SKIP ]]; then  # the failed checks, then how it ended
+      grep -E '^FAIL|rror|what\(\)' "$report/$name.txt" | head -n 40
+      tail -n 8 "$report/$name.txt"
+    fi
+  done
+fi
 test_seconds=$((SECONDS - start))
-for t in "$out"/tests/gpu/gpu_*; do  # each test's own lines (ok/FAIL, measured errors) for the record
-  [[ -x $t && ! -d $t ]] && "$t" > "$report/$(basename "$t").txt" 2>&1
-done
 
 bench_lines=()
-if [[ ${ATTN_GPU_BENCH:-1} != 0 ]]; then
+benchmarks=${ATTN_GPU_BENCH:-all}
+wants() { [[ $benchmarks != 0 && ( $benchmarks == all || ,$benchmarks, == *,$1,* ) ]]; }
+
+if wants attention; then
+  heading "benchmark: attention, attn's fused and unfused against PyTorch's SDPA and FlexAttention (FlashAttention-3's protocol)"
+  if [[ -x $attention_gpu ]]; then
+    # ATTN_GPU_ATTENTION_ARGS: fewer lengths or types where the lease is short (--help).
+    read -r -a attention_args <<< "${ATTN_GPU_ATTENTION_ARGS:---repeat 5 --flex-lengths 4096}"
+    python3 bench/attention_vs_torch.py --attention-gpu "$attention_gpu" "${attention_args[@]}" \
+      --json "$report/attention.json" 2>&1 | tee "$report/attention.txt" | grep -v '^{'
+    bench_lines+=("attention: $report/attention.txt")
+  else
+    echo "skipped: no $attention_gpu"
+  fi
+fi
+
+if wants train; then
   IFS=, read -r -a presets <<< "$models"
   for preset in "${presets[@]}"; do
     heading "benchmark: training $preset, attn against PyTorch on the GPU (fp32, TF32 off)"
     python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens 8000 \
-      --threads 4 --python python3 --attn-train "$out/examples/attn-train" --json "$report/train-$preset.json" \
+      --threads 4 --python python3 --attn-train "$attn_train" --json "$report/train-$preset.json" \
       2>&1 | tee "$report/train-$preset.txt"
     bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
     heading "benchmark: training $preset, attn --precision bf16 against PyTorch autocast bf16 on the GPU"
     python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens 8000 \
-      --precision bf16 --threads 4 --python python3 --attn-train "$out/examples/attn-train" \
+      --precision bf16 --threads 4 --python python3 --attn-train "$attn_train" \
       --json "$report/train-$preset-bf16.json" 2>&1 | tee "$report/train-$preset-bf16.txt"
     bench_lines+=("train $preset bf16: $(grep -E '^\| attn / PyTorch' "$report/train-$preset-bf16.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset bf16: $(grep -E '^model TFLOP/s' "$report/train-$preset-bf16.txt" || echo 'no model TFLOP/s line')")
   done
+fi
 
+if wants nccl; then
+  # The NCCL communicator's cost at one rank: attn-train --gpus 1 (a supervised worker, its sums
+  # through NCCL) against the plain run, the same 200 steps of the tiny preset.
+  heading "benchmark: attn-train --gpus 1 (NCCL, one rank) against one plain process"
+  nccl_runs=$report/nccl
+  rm -rf "$nccl_runs"
+  if [[ ,$models, == *,tiny,* ]] && python3 tests/train/toy_corpus.py --out "$nccl_runs/data" --train 4000 --valid 10; then
+    for how in plain gpus1; do
+      extra=(); [[ $how == gpus1 ]] && extra=(--gpus 1)
+      "$attn_train" --device cuda --precision bf16 --config tiny --vocab-size 128 --batch-tokens 4000 \
+        --max-steps 200 --valid-every 1000 --save-every 1000 --src "$nccl_runs/data/train.src" \
+        --tgt "$nccl_runs/data/train.tgt" --out "$nccl_runs/$how" "${extra[@]}" > "$nccl_runs/$how.txt" 2>&1
+    done
+    python3 - "$nccl_runs" <<'PY' | tee "$report/nccl.txt"
+import json, sys
+from pathlib import Path
+rates = {}
+for how in ("plain", "gpus1"):
+    steps = [json.loads(l) for l in (Path(sys.argv[1]) / how / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in steps if r["kind"] == "train"]
+    timed = [r for r in steps if r["step"] > 50]
+    rates[how] = sum(r["tokens"] for r in timed) / (timed[-1]["elapsed_s"] - steps[49]["elapsed_s"])
+print(f"tokens/s over steps 51-200: plain {rates['plain']:.0f}, --gpus 1 {rates['gpus1']:.0f}, "
+      f"ratio {rates['gpus1'] / rates['plain']:.3f}")
+PY
+  else
+    echo "skipped: needs the tiny preset" | tee "$report/nccl.txt"
+  fi
+  bench_lines+=("NCCL at one rank: $(tail -1 "$report/nccl.txt")")
+fi
+
+if wants decode; then
   # Decoding needs a trained model: the tiny preset on the toy corpus, 600 steps on the GPU.
   heading "benchmark: decoding (greedy, beam 4), attn-translate against a PyTorch key/value-cache decoder on the GPU"
   toy=$report/toy
@@ -99,10 +245,10 @@ if [[ ${ATTN_GPU_BENCH:-1} != 0 ]]; then
       | tee "$report/decode.txt"
   else
     python3 tests/train/toy_corpus.py --out "$toy/data" --train 4000 --valid 500 \
-      && "$out/examples/attn-train" --device cuda --precision fp32 --config tiny --vocab-size 128 --batch-tokens 2000 --max-steps 600 \
+      && "$attn_train" --device cuda --precision fp32 --config tiny --vocab-size 128 --batch-tokens 2000 --max-steps 600 \
            --src "$toy/data/train.src" --tgt "$toy/data/train.tgt" --out "$toy/run" > "$report/decode-train.txt" 2>&1 \
       && python3 bench/decode_vs_torch.py --device cuda --run "$toy/run" --input "$toy/data/valid.src" --threads 4 \
-           --python python3 --translate "$out/examples/attn-translate" --repeat 3 --json "$report/decode.json" \
+           --python python3 --translate "$attn_translate" --repeat 3 --json "$report/decode.json" \
            2>&1 | tee "$report/decode.txt"
   fi
   bench_lines+=("decode: $(grep -E '^\| (greedy|beam 4) \| attn / PyTorch' "$report/decode.txt" | tr '\n' ' ' || echo 'failed (see its log)')")

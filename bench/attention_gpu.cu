@@ -1,0 +1,255 @@
+// Attention on the GPU at the FlashAttention-3 paper's protocol: batch × length = 16 k tokens,
+// hidden size 2048 (head dim 64 → 32 heads, 128 → 16), causal and not. Times attn's fused
+// kernels (cuda/attn/cuda/fused_attention.cuh, called directly as the model's grad layer calls
+// them) and, up to --unfused-max, the unfused path through the grad layer (Q·Kᵀ and P·V by
+// cuBLAS, a masked softmax, the [batch, heads, n, n] scores in memory), forward and forward +
+// backward, with CUDA events: warm-up runs, then the median of timed runs. One JSON line a
+// measurement; bench/attention_vs_torch.py runs it beside PyTorch's and prints the table.
+// FLOPs as FlashAttention counts them: forward 4·n²·d·h·batch, halved when causal; backward
+// 2.5× the forward.
+//   attention_gpu [--lengths 512,1024,...] [--types bf16,fp32] [--unfused-max 4096] [--repeat 10]
+#include <attn/cuda/cuda.cuh>
+#include <attn/grad.hpp>
+#include <attn/nn/attention.hpp>
+#include <attn/nn/masks.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace attn;
+using gpu = attn::cuda;  // not plain `cuda`: CUDA's headers have a namespace of that name
+
+struct options {
+  std::vector<index_t> lengths{512, 1024, 2048, 4096, 8192, 16384};
+  std::vector<std::string> types{"bf16", "fp32"};
+  index_t tokens = 16384;
+  index_t unfused_max = 4096;
+  int repeat = 10;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  return parts;
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::puts(
+          "attention_gpu: attn's fused and unfused attention on the GPU, FlashAttention-3's protocol\n"
+          "  --lengths N,N,...   sequence lengths (default 512,...,16384); batch = tokens / length\n"
+          "  --tokens N          batch × length (default 16384)\n"
+          "  --types T,T         bf16, fp32 (default both)\n"
+          "  --unfused-max N     longest length the unfused path is timed at (default 4096)\n"
+          "  --repeat N          timed runs, after 2 warm-up runs (default 10)");
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value (--help)");
+    const std::string value = argv[++i];
+    if (flag == "--lengths") {
+      o.lengths.clear();
+      for (const auto& part : split(value)) o.lengths.push_back(std::stoll(part));
+    } else if (flag == "--types") {
+      o.types = split(value);
+    } else if (flag == "--tokens") {
+      o.tokens = std::stoll(value);
+    } else if (flag == "--unfused-max") {
+      o.unfused_max = std::stoll(value);
+    } else if (flag == "--repeat") {
+      o.repeat = std::stoi(value);
+    } else {
+      throw std::invalid_argument("unknown option " + flag + " (--help)");
+    }
+  }
+  return o;
+}
+
+/// Median milliseconds of `run` over `repeat` timed runs after two warm-up runs.
+double median_ms(int repeat, const std::function<void()>& run) {
+  cudaStream_t stream = cuda_backend::stream();
+  for (int i = 0; i < 2; ++i) run();
+  std::vector<float> times;
+  cudaEvent_t start, stop;
+  ATTN_CUDA_CHECK(cudaEventCreate(&start));
+  ATTN_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < repeat; ++i) {
+    ATTN_CUDA_CHECK(cudaEventRecord(start, stream));
+    run();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop, stream));
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  ATTN_CUDA_CHECK(cudaEventDestroy(start));
+  ATTN_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+template <class T>
+std::vector<T> random_host(std::size_t n, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> values(n);
+  for (auto& v : values) v = T(normal(generator));
+  return values;
+}
+
+template <class T>
+T* upload(const std::vector<T>& host) {
+  T* device = static_cast<T*>(memory<gpu>::allocate(host.size() * sizeof(T)));
+  memory<gpu>::copy_from_host(device, host.data(), host.size() * sizeof(T));
+  return device;
+}
+
+struct measurement {
+  std::string path, type;
+  index_t n, batch, heads, d;
+  bool causal;
+  double forward_ms, backward_ms;  // backward_ms: forward + backward
+};
+
+void print(const measurement& m) {
+  const double forward_flops =
+      4.0 * double(m.n) * double(m.n) * double(m.d) * double(m.heads) * double(m.batch) * (m.causal ? 0.5 : 1.0);
+  std::printf(
+      "{\"impl\": \"attn %s\", \"type\": \"%s\", \"n\": %lld, \"batch\": %lld, \"heads\": %lld, \"d\": %lld, "
+      "\"causal\": %s, \"forward_ms\": %.4f, \"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, "
+      "\"forward_backward_tflops\": %.2f}\n",
+      m.path.c_str(), m.type.c_str(), static_cast<long long>(m.n), static_cast<long long>(m.batch),
+      static_cast<long long>(m.heads), static_cast<long long>(m.d), m.causal ? "true" : "false", m.forward_ms,
+      m.backward_ms, forward_flops / (m.forward_ms * 1e9), 3.5 * forward_flops / (m.backward_ms * 1e9));
+  std::fflush(stdout);
+}
+
+/// The fused kernels, called as grad::fused_attention calls them.
+template <class T>
+measurement fused(const std::string& type, index_t batch, index_t heads, index_t n, index_t d, bool causal,
+                  int repeat) {
+  const std::size_t size = static_cast<std::size_t>(batch * heads * n * d);
+  T* q = upload(random_host<T>(size, 1));
+  T* k = upload(random_host<T>(size, 2));
+  T* v = upload(random_host<T>(size, 3));
+  T* d_out = upload(random_host<T>(size, 4));
+  using A = accumulate_t<T>;
+  T* out = static_cast<T*>(memory<gpu>::allocate(size * sizeof(T)));
+  A* lse = static_cast<A*>(memory<gpu>::allocate(static_cast<std::size_t>(batch * heads * n) * sizeof(A)));
+  T* d_q = static_cast<T*>(memory<gpu>::allocate(size * sizeof(T)));
+  T* d_k = static_cast<T*>(memory<gpu>::allocate(size * sizeof(T)));
+  T* d_v = static_cast<T*>(memory<gpu>::allocate(size * sizeof(T)));
+  fused_attention_problem p;
+  p.batch = batch, p.heads = heads, p.kv_heads = heads, p.queries = n, p.keys = n, p.d_k = d, p.d_v = d;
+  p.scale = 1 / std::sqrt(double(d));
+  p.causal = causal;
+  const T* const no_bias = nullptr;
+  measurement m{"fused", type, n, batch, heads, d, causal, 0, 0};
+  m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse); });
+  m.backward_ms = median_ms(repeat, [&] {
+    fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse);
+    fused_attention<gpu>::backward(p, q, k, v, no_bias, out, d_out, lse, d_q, d_k, d_v);
+  });
+  for (void* pointer : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
+                        static_cast<void*>(d_out), static_cast<void*>(out), static_cast<void*>(lse),
+                        static_cast<void*>(d_q), static_cast<void*>(d_k), static_cast<void*>(d_v)})
+    memory<gpu>::deallocate(pointer);
+  return m;
+}
+
+/// The unfused path of nn::scaled_dot_product_attention through the grad layer, with a mask
+/// [batch, n, n] made once (as the model makes it once a batch).
+template <class T, class Heads, class Width>
+measurement unfused(const std::string& type, index_t batch, index_t n, bool causal, int repeat) {
+  using S = shape<nn::batch, Heads, nn::src, Width>;
+  using KS = shape<nn::batch, Heads, nn::keys, Width>;
+  const index_t heads = Heads::extent, d = Width::extent;
+  tensor<T, S> host_q(batch, n);
+  tensor<T, KS> host_k(batch, n), host_v(batch, n);
+  const auto fill = [](auto& t, unsigned seed) {
+    const auto values = random_host<T>(static_cast<std::size_t>(t.size()), seed);
+    std::copy(values.begin(), values.end(), t.data());
+  };
+  fill(host_q, 1), fill(host_k, 2), fill(host_v, 3);
+  tensor<T, shape<nn::batch, nn::src, nn::keys>> host_mask(batch, n, n);
+  for (index_t b = 0; b < batch; ++b)
+    for (index_t i = 0; i < n; ++i)
+      for (index_t j = 0; j < n; ++j) host_mask(b, i, j) = causal && j > i ? nn::masked<T> : T(0);
+  const auto q0 = to_device<gpu>(host_q);
+  const auto k0 = to_device<gpu>(host_k);
+  const auto v0 = to_device<gpu>(host_v);
+  const auto mask = to_device<gpu>(host_mask);
+  measurement m{"unfused", type, n, batch, heads, d, causal, 0, 0};
+  m.forward_ms = median_ms(repeat, [&] {
+    grad::variable<T, S, gpu> q(q0, false);
+    grad::variable<T, KS, gpu> k(k0, false), v(v0, false);
+    auto out = nn::scaled_dot_product_attention(nn::context{nullptr}, q, k, v, mask);
+  });
+  m.backward_ms = median_ms(repeat, [&] {
+    grad::variable<T, S, gpu> q(q0, true);
+    grad::variable<T, KS, gpu> k(k0, true), v(v0, true);
+    grad::tape tape;
+    auto out = nn::scaled_dot_product_attention(nn::context{&tape}, q, k, v, mask);
+    // Σ out: the backward pass from d_out = 1, as the model's next layer would hand one back.
+    grad::backward(tape, grad::sum<nn::batch>(&tape, grad::sum<Heads>(&tape, grad::sum<nn::src>(
+                                                          &tape, grad::sum<Width>(&tape, out)))));
+  });
+  return m;
+}
+
+template <class T, class Heads, class Width>
+void lengths(const options& o, const std::string& type) {
+  for (const index_t n : o.lengths) {
+    const index_t batch = std::max<index_t>(1, o.tokens / n);
+    for (const bool causal : {false, true}) {
+      print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat));
+      if (n <= o.unfused_max) print(unfused<T, Heads, Width>(type, batch, n, causal, o.repeat));
+      // What the unfused path's [batch, heads, n, n] tensors took goes back to the driver.
+      ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+      if (cudaMemPool_t pool = cuda_backend::device_pool()) ATTN_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    }
+  }
+}
+
+template <class T>
+void widths(const options& o, const std::string& type) {
+  lengths<T, dim<"heads", 32>, dim<"d_k", 64>>(o, type);
+  lengths<T, dim<"heads", 16>, dim<"d_k", 128>>(o, type);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const options o = parse(argc, argv);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::fprintf(stderr, "attention_gpu: no CUDA device\n");
+      return 77;
+    }
+    for (const auto& type : o.types) {
+      if (type == "bf16") widths<bfloat16>(o, type);
+      else if (type == "fp32") widths<float>(o, type);
+      else throw std::invalid_argument("--types: bf16 or fp32, not " + type);
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "attention_gpu: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

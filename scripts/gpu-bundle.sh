@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Packs what a CUDA build made for a GPU machine that should not have to compile: the gpu suite's
+# executables, attn-train, attn-translate and bench/attention_gpu, and the shared libraries they need that such a
+# machine lacks (OpenBLAS, SentencePiece, Open MPI's, gfortran's), into one compressed file.
+# There, `ATTN_GPU_PREBUILT=FILE scripts/gpu.sh` unpacks it and runs the suite and the
+# benchmarks without configuring or compiling. The CUDA run-time, cuBLAS and NCCL are left
+# out: the GPU machine's toolkit or PyTorch's wheels have them (gpu.sh finds them).
+# Build first, with the presets the benchmarks need (meson configure BUILD -Dexample_models=tiny,base)
+# and attention_gpu, which is built on demand (ninja -C BUILD bench/attention_gpu).
+#
+#   scripts/gpu-bundle.sh [BUILD [FILE]]   BUILD defaults to build/, FILE to build-bundle/gpu.tar.xz
+#   ATTN_BUNDLE_PROGRAMS=0                 the gpu tests alone (gpu.sh then skips the programs)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+build=${1:-build}
+file=${2:-build-bundle/gpu.tar.xz}
+[[ -x $build/tests/gpu/gpu_device_query ]] \
+  || { echo "gpu-bundle: $build has no CUDA build of the gpu tests (ninja -C $build)" >&2; exit 1; }
+programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu)
+[[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for exe in "$build"/tests/gpu/gpu_* "${programs[@]}"; do
+  [[ -f $exe && -x $exe ]] && cp "$exe" "$stage/bin/"
+done
+# The libraries a GPU machine's image does not have: everything ldd finds outside the C and C++
+# run-times and CUDA's own libraries.
+keep='libopenblas|libgfortran|libquadmath|libgomp|libsentencepiece|libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libudev|libpng'
+for exe in "$stage"/bin/*; do ldd "$exe"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u \
+  | grep -E "/($keep)[^/]*$" | while read -r library; do cp -L "$library" "$stage/lib/"; done
+git rev-parse --short HEAD > "$stage/commit" 2>/dev/null || echo unknown > "$stage/commit"
+git diff --quiet 2>/dev/null || echo "(with local changes)" >> "$stage/commit"
+mkdir -p "$(dirname "$file")"
+tar -C "$stage" -cf - . | xz -T0 -6 > "$file"
+echo "gpu-bundle: $(ls "$stage/bin" | wc -l) programs, $(ls "$stage/lib" | wc -l) libraries, $(du -h "$file" | cut -f1) in $file"
