@@ -18,12 +18,13 @@
 #   ATTN_GPU_BENCH=attention,train,nccl,decode   those benchmarks only (default all)
 #   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone)
 #   ATTN_GPU_OUT=DIR                    where the summary and logs go (default build-gpu/report)
+#   ATTN_GPU_BATCH_TOKENS=N             the training benchmarks' batch (default 8000 tokens a side)
 #   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
 #                                       ATTN_GPU_PROGRAMS_LIMIT, default 900)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -190,13 +191,13 @@ if wants train; then
   IFS=, read -r -a presets <<< "$models"
   for preset in "${presets[@]}"; do
     heading "benchmark: training $preset, attn against PyTorch on the GPU (fp32, TF32 off)"
-    python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens 8000 \
+    python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
       --threads 4 --python python3 --attn-train "$attn_train" --json "$report/train-$preset.json" \
       2>&1 | tee "$report/train-$preset.txt"
     bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
     heading "benchmark: training $preset, attn --precision bf16 against PyTorch autocast bf16 on the GPU"
-    python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens 8000 \
+    python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
       --precision bf16 --threads 4 --python python3 --attn-train "$attn_train" \
       --json "$report/train-$preset-bf16.json" 2>&1 | tee "$report/train-$preset-bf16.txt"
     bench_lines+=("train $preset bf16: $(grep -E '^\| attn / PyTorch' "$report/train-$preset-bf16.txt" || echo 'failed (see its log)')")
