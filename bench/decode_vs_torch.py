@@ -58,6 +58,15 @@ Correctness: the script counts the output lines on which attn-translate and PyTo
 exactly, for each search. Agreement near 100% says the reference does attn's computation
 (float rounding differs between the two, so a near tie may flip a few lines).
 
+CTranslate2 (--ctranslate2 PYTHON, CPU only): a third side, under a python3 with the ctranslate2,
+sentencepiece and numpy modules (pip install ctranslate2 sentencepiece). It converts the
+checkpoint with bench/ctranslate2_model.py (untimed) and decodes the same batches in the same order
+with Translator.translate_batch (float32, intra_threads N, inter_threads 1, beam_size 1 or k,
+max_decoding_length the batch's longest source + 50 + 1), after one warm-up batch a search, the
+fastest of --repeat runs. Its length penalty divides by |Y|^alpha where attn's divides by
+((5 + |Y|) / 6)^alpha: beam search may rank a near tie differently (the identical-lines column
+says how often). Greedy output identical to attn's is the check that the conversion is right.
+
 Needs: attn-translate built (build/examples/attn-translate); a python3 with torch and
 sentencepiece for the reference (the system /usr/bin/python3: apt-get install python3-torch
 python3-sentencepiece). This script's parent process needs only the standard library.
@@ -449,6 +458,57 @@ def torch_worker(spec):
                   "seconds": min(runs), "runs_seconds": runs, "warmup_seconds": warmup, "output": str(path)})
 
 
+def ctranslate2_worker(spec):
+    """The CTranslate2 side: converts the checkpoint, then decodes both searches; JSON lines."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import ctranslate2
+    import ctranslate2_model
+    import sentencepiece
+
+    def emit(record):
+        print(json.dumps(record), flush=True)
+
+    work = Path(spec["work"])
+    processor = sentencepiece.SentencePieceProcessor(model_file=spec["vocab"])
+    lines = read_lines(spec["input"])
+    sources = processor.encode(lines, out_type=str)
+    longest = max((len(x) for x in sources), default=0)
+    model_dir = work / "ctranslate2-model"
+    ctranslate2_model.convert(spec["checkpoint"], spec["vocab"], model_dir,
+                              positions=longest + spec["max_len_offset"] + 2)
+    translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type="float32",
+                                        inter_threads=1, intra_threads=spec["threads"])
+    eos = processor.id_to_piece(EOS)
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))  # as the PyTorch side
+    batches = [order[i:i + spec["batch_size"]] for i in range(0, len(order), spec["batch_size"])]
+    emit({"kind": "info", "ctranslate2": ctranslate2.__version__, "python": sys.executable,
+          "threads": spec["threads"]})
+
+    def run(batch, search):
+        tokens = [sources[i] + [eos] for i in batch]
+        found = translator.translate_batch(
+            tokens, max_batch_size=len(batch), beam_size=1 if search == "greedy" else spec["beam"],
+            length_penalty=spec["alpha"], max_decoding_length=len(tokens[0]) + spec["max_len_offset"] + 1)
+        return [r.hypotheses[0] for r in found]
+
+    for search in SEARCHES:
+        if batches:
+            run(batches[0], search)  # warm-up, untimed
+        runs = []
+        for _ in range(spec["repeat"]):
+            outputs = [None] * len(sources)
+            started = time.perf_counter()
+            for batch in batches:
+                for i, pieces in zip(batch, run(batch, search)):
+                    outputs[i] = pieces
+            runs.append(time.perf_counter() - started)
+        path = work / f"ctranslate2-{search}.txt"
+        path.write_text("".join(processor.decode_pieces(t) + "\n" for t in outputs), encoding="utf-8")
+        emit({"kind": "result", "search": search, "sentences": len(outputs),
+              "output_tokens": sum(len(t) + 1 for t in outputs), "seconds": min(runs), "runs_seconds": runs,
+              "output": str(path)})
+
+
 # --- the parent -----------------------------------------------------------------------------
 
 def newest_checkpoint(run):
@@ -531,9 +591,13 @@ def parse_args():
                    help="a python3 with torch and sentencepiece for the PyTorch side (default: /usr/bin/python3)")
     p.add_argument("--work", type=Path, help="keep both sides' outputs and logs here (default: a temporary directory)")
     p.add_argument("--json", type=Path, help="write the settings and results to this file")
+    p.add_argument("--ctranslate2", metavar="PYTHON",
+                   help="also decode with CTranslate2 under this python3 (with ctranslate2, sentencepiece, numpy; "
+                        "CPU only; see the docstring)")
     p.add_argument("--torch-worker", metavar="SPEC", help=argparse.SUPPRESS)
+    p.add_argument("--ctranslate2-worker", metavar="SPEC", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.torch_worker is None:
+    if args.torch_worker is None and args.ctranslate2_worker is None:
         for name in ("threads", "beam", "batch_size", "repeat"):
             if getattr(args, name) < 1:
                 p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -545,6 +609,8 @@ def parse_args():
             p.error(f"--device {args.device}: expected cpu, cuda or cuda:N")
         if not args.input.is_file():
             p.error(f"input '{args.input}' does not exist or is not a file")
+        if args.ctranslate2 and args.device != "cpu":
+            p.error("--ctranslate2 compares on the CPU only (--device cpu)")
     return args
 
 
@@ -561,6 +627,9 @@ def main():
     args = parse_args()
     if args.torch_worker is not None:
         torch_worker(json.loads(args.torch_worker))
+        return
+    if args.ctranslate2_worker is not None:
+        ctranslate2_worker(json.loads(args.ctranslate2_worker))
         return
     translate = args.translate.resolve()
     if not (translate.is_file() and os.access(translate, os.X_OK)):
@@ -626,8 +695,24 @@ def main():
         if info is None or set(torch_side) != set(SEARCHES):
             fail(f"the PyTorch worker's output ({torch_out}) lacks its info or a result line")
         agree = {search: agreement(attn[search]["output"], torch_side[search]["output"]) for search in SEARCHES}
+        ct2_side, ct2_agree, ct2_info = {}, {}, None
+        if args.ctranslate2:
+            probe = subprocess.run([args.ctranslate2, "-c", "import ctranslate2, sentencepiece, numpy"],
+                                   capture_output=True, text=True)
+            if probe.returncode != 0:
+                fail(f"{args.ctranslate2} cannot import ctranslate2, sentencepiece and numpy "
+                     f"({(probe.stderr.strip().splitlines() or ['?'])[-1]}): pip install ctranslate2 sentencepiece")
+            _, _, ct2_out, _ = run_child("decode_vs_torch", "CTranslate2 (conversion, greedy, then beam)",
+                                         [args.ctranslate2, Path(__file__).resolve(), "--ctranslate2-worker",
+                                          json.dumps(spec)], env, work)
+            records = [json.loads(line) for line in ct2_out.read_text().splitlines() if line.strip()]
+            ct2_info = next((r for r in records if r["kind"] == "info"), None)
+            ct2_side = {r["search"]: r for r in records if r["kind"] == "result"}
+            if ct2_info is None or set(ct2_side) != set(SEARCHES):
+                fail(f"the CTranslate2 worker's output ({ct2_out}) lacks its info or a result line")
+            ct2_agree = {search: agreement(attn[search]["output"], ct2_side[search]["output"]) for search in SEARCHES}
 
-    for side in (attn, torch_side):
+    for side in (attn, torch_side, ct2_side):
         for r in side.values():
             r["sentences_per_second"] = r["sentences"] / r["seconds"]
             r["tokens_per_second"] = r["output_tokens"] / r["seconds"]
@@ -654,7 +739,8 @@ def main():
         return ", ".join(Path(b).parent.name + "/" + Path(b).name for b in paths) or "none found"
     attn_blas = linked_blas(translate)
     print(f"software:   attn {commit} (BLAS: {short(attn_blas)}); PyTorch {info['torch']} ({info['python']}; "
-          f"BLAS: {short(info['blas'])})")
+          f"BLAS: {short(info['blas'])})" + (f"; CTranslate2 {ct2_info['ctranslate2']} ({ct2_info['python']}, "
+                                              "float32)" if ct2_info else ""))
     print(f"model:      {checkpoint} ({widths})")
     print(f"input:      {args.input} ({len(lines)} lines{'' if args.limit is None else f', --limit {args.limit}'}), "
           f"batches of {args.batch_size} sorted by length; alpha {args.alpha}, at most source + "
@@ -677,9 +763,18 @@ def main():
                           "tokens_per_second": a["tokens_per_second"] / t["tokens_per_second"]}
         print(f"| {label[search]} | attn / PyTorch | **{ratios[search]['sentences_per_second']:.2f}x** | "
               f"**{ratios[search]['tokens_per_second']:.2f}x** | | | |")
+        if ct2_side:
+            c, g = ct2_side[search], ct2_agree[search]
+            same = f"{g['identical']}/{g['lines']} ({100.0 * g['identical'] / max(g['lines'], 1):.1f}%)"
+            ratios[search]["ctranslate2_sentences_per_second"] = a["sentences_per_second"] / c["sentences_per_second"]
+            print(f"| {label[search]} | CTranslate2 | {c['sentences_per_second']:.1f} | {c['tokens_per_second']:.0f} | "
+                  f"{c['seconds']:.2f} | {c['output_tokens']} | {same} |")
+            print(f"| {label[search]} | attn / CTranslate2 | "
+                  f"**{ratios[search]['ctranslate2_sentences_per_second']:.2f}x** | "
+                  f"**{a['tokens_per_second'] / c['tokens_per_second']:.2f}x** | | | |")
     print()
     print("Ratios above 1: attn decodes faster. Identical lines: attn-translate's output line equals the "
-          "PyTorch reference's.")
+          "PyTorch reference's" + (" (CTranslate2's row: CTranslate2's)." if ct2_side else "."))
     for search in SEARCHES:
         g = agree[search]
         if g["identical"] < g["lines"]:
@@ -691,10 +786,12 @@ def main():
                   "attn_blas": attn_blas, "command": command,
                   "attn_commands": commands,
                   "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
-                           if k != "torch_worker"},
+                           if k not in ("torch_worker", "ctranslate2_worker")},
                   "checkpoint": str(checkpoint), "model": {k: v for k, v in metadata.items() if k.startswith("model.")},
                   "input": {"path": str(args.input), "lines": len(lines)},
                   "attn": attn, "pytorch": torch_side, "agreement": agree, "ratios": ratios,
+                  "ctranslate2": ct2_side or None, "ctranslate2_agreement": ct2_agree or None,
+                  "ctranslate2_info": ct2_info,
                   "pytorch_wall_seconds": torch_wall, "load_average_before": load}
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
