@@ -686,15 +686,20 @@ def main():
                     device=args.device,
                     beam=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset,
                     batch_size=args.batch_size, repeat=args.repeat, work=str(work))
-        _, torch_wall, torch_out, _ = run_child(
-            "decode_vs_torch", "PyTorch (greedy, then beam)", [args.python, Path(__file__).resolve(), "--torch-worker", json.dumps(spec)],
-            env, work)
-        records = [json.loads(line) for line in torch_out.read_text().splitlines() if line.strip()]
-        info = next((r for r in records if r["kind"] == "info"), None)
-        torch_side = {r["search"]: r for r in records if r["kind"] == "result"}
-        if info is None or set(torch_side) != set(SEARCHES):
-            fail(f"the PyTorch worker's output ({torch_out}) lacks its info or a result line")
-        agree = {search: agreement(attn[search]["output"], torch_side[search]["output"]) for search in SEARCHES}
+        def worker(name, python, mode):
+            """Runs this script's --MODE-worker under `python`: (wall seconds, info, results by search,
+            agreement with attn by search)."""
+            _, wall, out, _ = run_child("decode_vs_torch", name, [python, Path(__file__).resolve(), f"--{mode}-worker",
+                                                                  json.dumps(spec)], env, work)
+            records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+            found = next((r for r in records if r["kind"] == "info"), None)
+            results = {r["search"]: r for r in records if r["kind"] == "result"}
+            if found is None or set(results) != set(SEARCHES):
+                fail(f"the {mode} worker's output ({out}) lacks its info or a result line")
+            return wall, found, results, {search: agreement(attn[search]["output"], results[search]["output"])
+                                          for search in SEARCHES}
+
+        torch_wall, info, torch_side, agree = worker("PyTorch (greedy, then beam)", args.python, "torch")
         ct2_side, ct2_agree, ct2_info = {}, {}, None
         if args.ctranslate2:
             probe = subprocess.run([args.ctranslate2, "-c", "import ctranslate2, sentencepiece, numpy"],
@@ -702,15 +707,8 @@ def main():
             if probe.returncode != 0:
                 fail(f"{args.ctranslate2} cannot import ctranslate2, sentencepiece and numpy "
                      f"({(probe.stderr.strip().splitlines() or ['?'])[-1]}): pip install ctranslate2 sentencepiece")
-            _, _, ct2_out, _ = run_child("decode_vs_torch", "CTranslate2 (conversion, greedy, then beam)",
-                                         [args.ctranslate2, Path(__file__).resolve(), "--ctranslate2-worker",
-                                          json.dumps(spec)], env, work)
-            records = [json.loads(line) for line in ct2_out.read_text().splitlines() if line.strip()]
-            ct2_info = next((r for r in records if r["kind"] == "info"), None)
-            ct2_side = {r["search"]: r for r in records if r["kind"] == "result"}
-            if ct2_info is None or set(ct2_side) != set(SEARCHES):
-                fail(f"the CTranslate2 worker's output ({ct2_out}) lacks its info or a result line")
-            ct2_agree = {search: agreement(attn[search]["output"], ct2_side[search]["output"]) for search in SEARCHES}
+            _, ct2_info, ct2_side, ct2_agree = worker("CTranslate2 (conversion, greedy, then beam)", args.ctranslate2,
+                                                      "ctranslate2")
 
     for side in (attn, torch_side, ct2_side):
         for r in side.values():
