@@ -12,6 +12,7 @@
 
 #include "evaluate.hpp"
 #include "lowering.hpp"
+#include "permute.hpp"
 #include "threads.hpp"
 
 namespace attn::cpu_backend {
@@ -35,9 +36,13 @@ using attn::detail::is_viewable;
 
 template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
-  lowering<E> source(e);
-  eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
-  run_assign(out, stored_as<T>(source.eigen()));
+  if constexpr (row_permutation<T, E>::matches) {
+    copy_rows(dst.data(), row_permutation<T, E>::of(e));
+  } else {
+    lowering<E> source(e);
+    eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
+    run_assign(out, stored_as<T>(source.eigen()));
+  }
 }
 
 /// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed, in the
