@@ -24,8 +24,9 @@ template <class T>
 void check_orders(attn::index_t b, attn::index_t h, attn::index_t l, attn::index_t d) {
   attn::tensor<T, s4> x(b, h, l, d);
   fill_random(x);
-  static_assert(attn::cpu_backend::detail::row_permutation<T, decltype(attn::permute<len, batch, heads, d_k>(x))>::matches);
-  static_assert(!attn::cpu_backend::detail::row_permutation<T, decltype(attn::permute<d_k, batch, heads, len>(x))>::matches);
+  using attn::cpu_backend::detail::row_permutation;
+  static_assert(row_permutation<T, decltype(attn::permute<len, batch, heads, d_k>(x))>::matches);
+  static_assert(!row_permutation<T, decltype(attn::permute<d_k, batch, heads, len>(x))>::matches);
   const auto p1 = attn::eval(attn::permute<batch, len, heads, d_k>(x));  // the heads' merge
   const auto p2 = attn::eval(attn::permute<len, batch, heads, d_k>(x));
   const auto p3 = attn::eval(attn::permute<heads, len, batch, d_k>(x));
