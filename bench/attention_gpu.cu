@@ -1,7 +1,8 @@
 // Attention on the GPU at the FlashAttention-3 paper's protocol: batch × length = 16 k tokens,
 // hidden size 2048 (head dim 64 → 32 heads, 128 → 16), causal and not. Times attn's fused
 // kernels (cuda/attn/cuda/fused_attention.cuh, called directly as the model's grad layer calls
-// them) and, up to --unfused-max, the unfused path through the grad layer (Q·Kᵀ and P·V by
+// them; in bf16 on CUDA cores and on tensor cores, whichever is the default first) and, up to
+// --unfused-max, the unfused path through the grad layer (Q·Kᵀ and P·V by
 // cuBLAS, a masked softmax, the [batch, heads, n, n] scores in memory), forward and forward +
 // backward, with CUDA events: warm-up runs, then the median of timed runs. One JSON line a
 // measurement; bench/attention_vs_torch.py runs it beside PyTorch's and prints the table.
@@ -142,7 +143,7 @@ void print(const measurement& m) {
 /// The fused kernels, called as grad::fused_attention calls them.
 template <class T>
 measurement fused(const std::string& type, index_t batch, index_t heads, index_t n, index_t d, bool causal,
-                  int repeat) {
+                  int repeat, const std::string& path = "fused") {
   const std::size_t size = static_cast<std::size_t>(batch * heads * n * d);
   T* q = upload(random_host<T>(size, 1));
   T* k = upload(random_host<T>(size, 2));
@@ -159,7 +160,7 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
   p.scale = 1 / std::sqrt(double(d));
   p.causal = causal;
   const T* const no_bias = nullptr;
-  measurement m{"fused", type, n, batch, heads, d, causal, 0, 0};
+  measurement m{path, type, n, batch, heads, d, causal, 0, 0};
   m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse); });
   m.backward_ms = median_ms(repeat, [&] {
     fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse);
@@ -218,6 +219,14 @@ void lengths(const options& o, const std::string& type) {
     const index_t batch = std::max<index_t>(1, o.tokens / n);
     for (const bool causal : {false, true}) {
       print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat));
+      if constexpr (is_float16_storage<T>) {  // the tensor-core kernels too, off by default until verified
+        namespace tensor_cores = cuda_backend::fused_attention_tensor_cores;
+        const bool by_default = tensor_cores::enabled();
+        tensor_cores::enabled() = !by_default;
+        print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
+                       by_default ? "fused cuda cores" : "fused tensor cores"));
+        tensor_cores::enabled() = by_default;
+      }
       if (n <= o.unfused_max) print(unfused<T, Heads, Width>(type, batch, n, causal, o.repeat));
       // What the unfused path's [batch, heads, n, n] tensors took goes back to the driver.
       ATTN_CUDA_CHECK(cudaDeviceSynchronize());

@@ -1,8 +1,9 @@
 // Fused attention on the GPU (cuda/attn/cuda/fused_attention.cuh) against the CPU kernel
 // (fused_attention_cpu.cpp): outputs and every input's gradient, float, double, bfloat16 and
-// float16 (the kernel alone: inputs read into float, outputs rounded), for the
-// cases of fused_attention_case.hpp; dropout draws the same numbers on both. The GPU kernels are
-// deterministic: two runs give the same bits. Float gradients to 1e-5 relative: at 1000 keys the
+// float16 (the kernel alone: inputs read into float, outputs rounded; 16-bit on CUDA cores and
+// on tensor cores, fused_attention_tensor_cores.cuh), for the cases of fused_attention_case.hpp;
+// dropout draws the same numbers on both. The GPU kernels are deterministic: two runs give the
+// same bits. Float gradients to 1e-5 relative: at 1000 keys the
 // two sum in different orders (a thread a row against Eigen's blocked products).
 #include "gpu_test.cuh"
 
@@ -66,10 +67,25 @@ int main() {
   try {
     compare<float>(fused_case::cpu_float(), 1e-5, "float");
     compare<double>(fused_case::cpu_double(), 1e-12, "double");
-    // The same float sums in another order, then rounded: an element may round the other way
-    // (one unit in the last place, 2⁻⁷ of bfloat16's at 1, 2⁻¹⁰ of float16's), rarely.
-    compare<attn::bfloat16>(fused_case::cpu_bfloat16(), std::ldexp(1.0, -8), "bfloat16");
-    compare<attn::float16>(fused_case::cpu_float16(), std::ldexp(1.0, -11), "float16");
+    // 16-bit on CUDA cores: the same float sums in another order, then rounded: an element may
+    // round the other way (one unit in the last place, 2⁻⁷ of bfloat16's at 1, 2⁻¹⁰ of float16's),
+    // rarely.
+    namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
+    const bool tensor_cores_by_default = tensor_cores::enabled();
+    const auto cpu_bfloat16 = fused_case::cpu_bfloat16();
+    const auto cpu_float16 = fused_case::cpu_float16();
+    tensor_cores::enabled() = false;
+    compare<attn::bfloat16>(cpu_bfloat16, std::ldexp(1.0, -8), "bfloat16");
+    compare<attn::float16>(cpu_float16, std::ldexp(1.0, -11), "float16");
+    // On tensor cores, the weights P and the score gradients dS are rounded to the type before
+    // their products, as FlashAttention does, where the CPU kernel keeps them in float: each adds
+    // T's rounding error (a relative 2⁻⁹ of bfloat16, 2⁻¹² of float16, at most) to what it feeds,
+    // and the outputs are rounded once more. A norm-wise error of about twice T's unit roundoff,
+    // with a margin of 2 on top.
+    tensor_cores::enabled() = true;
+    compare<attn::bfloat16>(cpu_bfloat16, std::ldexp(1.0, -7), "bfloat16 tensor cores");
+    compare<attn::float16>(cpu_float16, std::ldexp(1.0, -10), "float16 tensor cores");
+    tensor_cores::enabled() = tensor_cores_by_default;
   } catch (const std::exception& e) {
     fail("fused attention", e.what());
   }

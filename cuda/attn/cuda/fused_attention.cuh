@@ -1,6 +1,7 @@
 // Fused attention on the GPU (core/fused_attention.hpp): the CPU kernel's algorithm
-// (cpu/fused_attention.hpp, its readable reference) in CUDA cores, in float or double: bfloat16
-// and float16 inputs are widened to float as they are loaded and the outputs rounded once.
+// (cpu/fused_attention.hpp, its readable reference) in CUDA cores, in float or double, and
+// bfloat16 and float16 widened to float as they are loaded; the tensor-core kernels
+// (fused_attention_tensor_cores.cuh) take the 16-bit types instead when they are enabled.
 //   forward    a block a (sentence, head, 64 queries), a thread a query row: its query, its
 //              running maximum and sum and its output in registers; key and value tiles of 32
 //              rows pass through shared memory; the row's log-sum-exp is saved.
@@ -8,9 +9,9 @@
 //              key row, gathers dK and dV over every query of the heads that read it, and a block
 //              a (sentence, head, 64 queries) gathers dQ: no two threads write one gradient, no
 //              atomics, the same bits every run.
-// The first GPU version, for correctness and the fp32 path the issue asks for: no tensor cores
-// (mma.sync with bf16/fp16 is the next one), and a variant's score modification is not evaluated
-// here yet (`modifies_scores` is false, so nn keeps such variants on the unfused path on the GPU).
+// The first GPU version, for correctness and the fp32 path the issue asks for. A variant's score
+// modification is not evaluated here yet (`modifies_scores` is false, so nn keeps such variants
+// on the unfused path on the GPU).
 // Head dims up to 128, any lengths, padding, causal masks, a bias, grouped-query heads, dropout.
 #pragma once
 
@@ -22,6 +23,8 @@
 #include <string>
 #include <type_traits>
 
+#include "fused_attention_masks.cuh"
+#include "fused_attention_tensor_cores.cuh"
 #include "memory.cuh"
 
 namespace attn::cuda_backend::fused_attention_kernels {
@@ -49,37 +52,6 @@ __device__ inline T infinity() {
   return std::numeric_limits<T>::infinity();
 }
 
-/// The end of the keys sentence b's queries may see (padding at the end), before the causal rule.
-__device__ inline index_t key_end_of(const fused_attention_problem& p, index_t b) {
-  return p.key_lengths ? (p.key_lengths[b] < p.keys ? p.key_lengths[b] : p.keys) : p.keys;
-}
-
-/// The end of the keys that the block of queries from index `first` may see: up to the last
-/// one's position when causal.
-__device__ inline index_t keys_seen(const fused_attention_problem& p, index_t first, index_t key_end) {
-  if (!p.causal) return key_end;
-  const index_t last = (first + query_rows < p.queries ? first + query_rows : p.queries) - 1;
-  const index_t end = p.first_query + last + 1;
-  return key_end < end ? key_end : end;
-}
-
-/// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
-template <class T, class Rule>
-__device__ inline bool visible(const fused_attention_problem& p, index_t b, index_t i, index_t j, index_t key_end,
-                               const T* bias, const Rule& rule) {
-  const index_t position = p.first_query + i;
-  return j < key_end && (!p.causal || j <= position) && rule(position, j) &&
-         (!bias || accumulate_t<T>(bias[(b * p.queries + i) * p.keys + j]) > accumulate_t<T>(hidden_bias));
-}
-
-/// Offsets of head h's rows and of the key/value head it reads.
-struct heads_of {
-  index_t query_row;  // first row of (b, h) in [batch · heads · queries]
-  index_t kv_row;     // first row of (b, h / group) in [batch · kv_heads · keys]
-  __device__ heads_of(const fused_attention_problem& p, index_t b, index_t h)
-      : query_row((b * p.heads + h) * p.queries), kv_row((b * p.kv_heads + h / (p.heads / p.kv_heads)) * p.keys) {}
-};
-
 /// Loads `count` rows of width d from rows `first` … of x into shared s[tile][D] (zeros past them),
 /// widened to the accumulator type A.
 template <int D, class A, class T>
@@ -102,7 +74,7 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
-  const index_t block_end = keys_seen(p, first, key_end);
+  const index_t block_end = keys_seen(p, first, query_rows, key_end);
 
   A query[D], acc[D];
   for (int c = 0; c < D; ++c) {
@@ -178,9 +150,7 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   const index_t first_key = index_t(blockIdx.x) * key_rows;
   for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
     const index_t query_row = (b * p.heads + h) * p.queries;
-    // Causal: queries before the first key's position see none of this block's keys.
-    index_t first_query = 0;
-    if (p.causal && first_key > p.first_query) first_query = first_key - p.first_query;
+    const index_t first_query = first_query_seeing(p, first_key);
     for (index_t query = first_query - first_query % tile; query < p.queries; query += tile) {
       const index_t count = p.queries - query < tile ? p.queries - query : tile;
       __syncthreads();
@@ -234,7 +204,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
-  const index_t block_end = keys_seen(p, first, key_end);
+  const index_t block_end = keys_seen(p, first, query_rows, key_end);
   A query[D], d_o[D], dq[D];
   for (int c = 0; c < D; ++c) {
     query[c] = row && c < p.d_k ? A(q[(at.query_row + i) * p.d_k + c]) : A(0);
@@ -310,9 +280,19 @@ struct fused_attention<cuda> {
     namespace kernels = cuda_backend::fused_attention_kernels;
     if (p.batch * p.heads * p.queries == 0) return;
     kernels::with_head_width(p, [&](auto width) {
+      constexpr int D = decltype(width)::value;
+      namespace tensor_cores = cuda_backend::fused_attention_tensor_cores;
+      if constexpr (is_float16_storage<T>) {
+        if (tensor_cores::enabled()) {
+          const dim3 grid(kernels::blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
+          tensor_cores::forward<D><<<grid, tensor_cores::warps * 32, 0, cuda_backend::stream()>>>(
+              p, q, k, v, bias, out, log_sum_exp, rule);
+          return;
+        }
+      }
       const dim3 grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
-      kernels::forward<decltype(width)::value><<<grid, kernels::query_rows, 0, cuda_backend::stream()>>>(
-          p, q, k, v, bias, out, log_sum_exp, rule);
+      kernels::forward<D><<<grid, kernels::query_rows, 0, cuda_backend::stream()>>>(p, q, k, v, bias, out,
+                                                                                   log_sum_exp, rule);
     });
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
@@ -334,6 +314,12 @@ struct fused_attention<cuda> {
     }
     kernels::with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
+      if constexpr (is_float16_storage<T>) {
+        if (cuda_backend::fused_attention_tensor_cores::enabled()) {
+          backward_on_tensor_cores<D>(p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, d_k, d_v, rule);
+          return;
+        }
+      }
       if (p.batch * p.kv_heads * p.keys > 0) {
         const dim3 key_grid(kernels::blocks(p.keys, kernels::key_rows), unsigned(p.kv_heads), unsigned(p.batch));
         kernels::backward_keys<D><<<key_grid, kernels::key_rows, 0, cuda_backend::stream()>>>(
@@ -347,6 +333,31 @@ struct fused_attention<cuda> {
         ATTN_CUDA_CHECK(cudaGetLastError());
       }
     });
+  }
+
+ private:
+  template <int D, class T, class Rule>
+  static void backward_on_tensor_cores(const fused_attention_problem& p, const T* q, const T* k, const T* v,
+                                       const T* bias, const T* d_out, const float* log_sum_exp, const float* dots,
+                                       T* d_q, T* d_k, T* d_v, Rule rule) {
+    namespace kernels = cuda_backend::fused_attention_kernels;
+    namespace tensor_cores = cuda_backend::fused_attention_tensor_cores;
+    constexpr int threads = tensor_cores::warps * 32, bytes = tensor_cores::backward_keys_bytes<D>;
+    if (p.batch * p.kv_heads * p.keys > 0) {
+      const auto keys_kernel = tensor_cores::backward_keys<D, T, Rule>;
+      // Above 48 KiB a kernel must ask for its shared memory, on each device.
+      ATTN_CUDA_CHECK(cudaFuncSetAttribute(keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      const dim3 grid(kernels::blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
+      keys_kernel<<<grid, threads, bytes, cuda_backend::stream()>>>(p, q, k, v, bias, d_out, log_sum_exp, dots, d_k,
+                                                                    d_v, rule);
+      ATTN_CUDA_CHECK(cudaGetLastError());
+    }
+    if (p.batch * p.heads * p.queries > 0) {
+      const dim3 grid(kernels::blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
+      tensor_cores::backward_queries<D><<<grid, threads, 0, cuda_backend::stream()>>>(
+          p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule);
+      ATTN_CUDA_CHECK(cudaGetLastError());
+    }
   }
 };
 

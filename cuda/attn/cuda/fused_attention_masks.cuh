@@ -1,0 +1,46 @@
+// Which keys a query of a fused attention problem sees (core/fused_attention.hpp): padding, the
+// causal rule, a variant's rule and a bias, shared by the CUDA-core and tensor-core kernels.
+#pragma once
+
+#include <attn/core.hpp>
+
+namespace attn::cuda_backend::fused_attention_kernels {
+
+/// The end of the keys sentence b's queries may see (padding at the end), before the causal rule.
+__device__ inline index_t key_end_of(const fused_attention_problem& p, index_t b) {
+  return p.key_lengths ? (p.key_lengths[b] < p.keys ? p.key_lengths[b] : p.keys) : p.keys;
+}
+
+/// The end of the keys that the block of `rows` queries from index `first` may see: up to the
+/// last one's position when causal.
+__device__ inline index_t keys_seen(const fused_attention_problem& p, index_t first, index_t rows, index_t key_end) {
+  if (!p.causal) return key_end;
+  const index_t last = (first + rows < p.queries ? first + rows : p.queries) - 1;
+  const index_t end = p.first_query + last + 1;
+  return key_end < end ? key_end : end;
+}
+
+/// The first query (an index) that may see key `first_key` or a later one: under the causal
+/// rule, queries before that key's position see none of them.
+__device__ inline index_t first_query_seeing(const fused_attention_problem& p, index_t first_key) {
+  return p.causal && first_key > p.first_query ? first_key - p.first_query : 0;
+}
+
+/// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
+template <class T, class Rule>
+__device__ inline bool visible(const fused_attention_problem& p, index_t b, index_t i, index_t j, index_t key_end,
+                               const T* bias, const Rule& rule) {
+  const index_t position = p.first_query + i;
+  return j < key_end && (!p.causal || j <= position) && rule(position, j) &&
+         (!bias || accumulate_t<T>(bias[(b * p.queries + i) * p.keys + j]) > accumulate_t<T>(hidden_bias));
+}
+
+/// Offsets of head h's rows and of the key/value head it reads.
+struct heads_of {
+  index_t query_row;  // first row of (b, h) in [batch · heads · queries]
+  index_t kv_row;     // first row of (b, h / group) in [batch · kv_heads · keys]
+  __device__ heads_of(const fused_attention_problem& p, index_t b, index_t h)
+      : query_row((b * p.heads + h) * p.queries), kv_row((b * p.kv_heads + h / (p.heads / p.kv_heads)) * p.keys) {}
+};
+
+}  // namespace attn::cuda_backend::fused_attention_kernels

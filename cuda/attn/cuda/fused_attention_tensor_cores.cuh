@@ -1,0 +1,402 @@
+// Fused attention on tensor cores, bfloat16 and float16 (FlashAttention-2's schedule, our
+// masks): the same algorithm as fused_attention.cuh's CUDA-core kernels, which keep float and
+// double, with the products on mma.sync (mma.cuh) and float accumulation.
+//   forward    a block a (sentence, head, 64 queries), a warp 16 of them: their queries as A
+//              fragments, S = Q·Kᵀ and O += P·V a 64-key tile at a time, the online softmax on
+//              S's accumulators, P (the weights, rounded to T) fed to the second product from
+//              registers. Saves the rows' log-sum-exp.
+//   backward   a block a (sentence, key/value head, 64 keys), a warp 16 keys: Sᵀ = K·Qᵀ and
+//              dPᵀ = V·dOᵀ a 64-query tile at a time, dV += Pᵀ·dO and dK += dSᵀ·Q; then a block a
+//              (sentence, head, 64 queries) for dQ += dS·K. No atomics: the same bits every run.
+// Scores are float; the masks (padding, causal, a rule, a bias), dropout and rows with nothing
+// to see behave as in the CUDA-core kernels, element by element, except on tiles that no mask
+// can touch. P and dS are rounded to T before their products, as FlashAttention does: the
+// outputs then differ from the float kernels' by about T's rounding (docs/fused-attention.md).
+// Written without a GPU: off by default until the gpu suite has passed them on one (`enabled`).
+#pragma once
+
+#include <attn/core.hpp>
+#include <attn/core/float16.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <type_traits>
+
+#include "fused_attention_masks.cuh"
+#include "mma.cuh"
+
+namespace attn::cuda_backend::fused_attention_tensor_cores {
+
+namespace kernels = fused_attention_kernels;
+
+/// Whether fused_attention<cuda> runs bfloat16 and float16 on these kernels rather than on the
+/// CUDA-core ones. Off until the gpu suite has passed them on a GPU (they have never run on
+/// one); ATTN_FUSED_TENSOR_CORES=1 in the environment turns them on, and tests and benchmarks
+/// set it. Read by the host at each call.
+inline bool& enabled() {
+  static bool on = [] {
+    const char* value = std::getenv("ATTN_FUSED_TENSOR_CORES");
+    return value && std::string_view(value) == "1";
+  }();
+  return on;
+}
+
+inline constexpr int warps = 4;
+inline constexpr int block_rows = 16 * warps;  // queries (forward, dQ) or keys (dK, dV) a block
+inline constexpr int tile_rows = 64;           // rows of the other side staged at a time
+inline constexpr float log2_e = 1.4426950408889634f;
+inline constexpr float ln_2 = 0.6931471805599453f;
+
+/// Numbers a staged row takes: D and 8 more, so that the 8 rows a fragment load touches fall in
+/// different banks (and rows stay 16-byte aligned for ldmatrix and vector stores).
+template <int D>
+inline constexpr int stride = D + 8;
+
+template <class T>
+__device__ inline bool aligned16(const T* x) {
+  return reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+}
+
+/// Copies rows [first, first + count) of the [·, d] matrix x into s[tile_rows][stride<D>] as raw
+/// 16-bit numbers, zeros past them (rows and columns): 16 bytes at a time when `vectors`.
+template <int D, class T>
+__device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_t count, index_t d, bool vectors) {
+  constexpr int chunks = D / 8;
+  for (int e = int(threadIdx.x); e < tile_rows * chunks; e += int(blockDim.x)) {
+    const int r = e / chunks, c = e % chunks * 8;
+    std::uint16_t* to = s + r * stride<D> + c;
+    if (vectors && r < count && c + 8 <= d) {
+      *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(x + (first + r) * d + c);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) to[k] = r < count && c + k < d ? x[(first + r) * d + c + k].bits : std::uint16_t(0);
+    }
+  }
+}
+
+/// The lane's maximum over the four lanes of its row group.
+__device__ inline float group_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ inline float group_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/// Whether no mask can hide a pair of queries [first_query, first_query + block_rows) and keys
+/// [key, key + tile_rows): then the kernels skip the per-element checks.
+template <class Rule>
+__device__ inline bool unmasked(const fused_attention_problem& p, index_t first_query, index_t last_query,
+                                index_t key, index_t key_end, const void* bias) {
+  return std::is_same_v<Rule, every_pair> && !bias && last_query < p.queries && key + tile_rows <= key_end &&
+         (!p.causal || key + tile_rows - 1 <= p.first_query + first_query);
+}
+
+/// scores += A·Xᵀ for the warp's 16 rows: A as D / 16 fragments, X the staged tile of
+/// tile_rows rows (X's rows are the product's columns: keys against queries, or the reverse).
+template <class T, int D>
+__device__ inline void multiply_add_by_rows(float (&scores)[tile_rows / 8][4], const mma::fragment_a (&a)[D / 16],
+                                            const std::uint16_t* x) {
+#pragma unroll
+  for (int c = 0; c < D / 16; ++c)
+#pragma unroll
+    for (int n = 0; n < tile_rows / 8; ++n) {
+      mma::fragment_b block;
+      mma::load_b_from_rows(block, x + n * 8 * stride<D> + c * 16, stride<D>);
+      mma::multiply_add<T>(scores[n], a[c], block);
+    }
+}
+
+/// acc += W·X for the warp's 16 rows: W the 16 × tile_rows accumulators of an earlier product
+/// (weights or score gradients), rounded to T as A fragments, X the staged tile (tile_rows × D).
+template <class T, int D>
+__device__ inline void multiply_add_tile(float (&acc)[D / 8][4], const float (&w)[tile_rows / 8][4],
+                                         const std::uint16_t* x) {
+#pragma unroll
+  for (int c = 0; c < tile_rows / 16; ++c) {
+    mma::fragment_a a;
+    mma::to_a<T>(a, w[2 * c], w[2 * c + 1]);
+#pragma unroll
+    for (int d = 0; d < D / 8; d += 2) {
+      mma::fragment_b left, right;
+      mma::load_b_transposed(left, right, x + c * 16 * stride<D> + d * 8, stride<D>);
+      mma::multiply_add<T>(acc[d], a, left);
+      mma::multiply_add<T>(acc[d + 1], a, right);
+    }
+  }
+}
+
+/// Writes the lane's two rows of acc (rows[r] < row_end, times factor[r]), columns below width,
+/// into out ([·, width] from `first_row`), rounded to T.
+template <class T, int D>
+__device__ inline void store_rows(T* out, index_t first_row, index_t width, const float (&acc)[D / 8][4],
+                                  const index_t (&rows)[2], index_t row_end, const float (&factor)[2]) {
+  const int t = mma::in_group();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= row_end) continue;
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const index_t column = d * 8 + 2 * t + e;
+        if (column < width) out[(first_row + rows[r]) * width + column] = T(acc[d][2 * r + e] * factor[r]);
+      }
+  }
+}
+
+template <int D, class T, class Rule>
+__global__ void __launch_bounds__(warps * 32)
+    forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out, float* log_sum_exp,
+            Rule rule) {
+  constexpr int S = stride<D>;
+  __shared__ alignas(16) std::uint16_t keys[tile_rows * S];
+  __shared__ alignas(16) std::uint16_t values[tile_rows * S];
+  const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
+  const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
+  const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};  // the lane's queries
+  const kernels::heads_of at(p, b, h);
+  const index_t key_end = kernels::key_end_of(p, b);
+  const index_t block_end = kernels::keys_seen(p, first, block_rows, key_end);
+  const T* const q_head = q + at.query_row * p.d_k;
+  const T* const k_head = k + at.kv_row * p.d_k;
+  const T* const v_head = v + at.kv_row * p.d_v;
+  const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
+
+  // The warp's 16 queries, as A fragments of D / 16 column blocks, through shared memory.
+  mma::fragment_a query[D / 16];
+  stage<D>(keys, q_head, first, p.queries - first < block_rows ? p.queries - first : block_rows, p.d_k, k_vectors);
+  __syncthreads();
+#pragma unroll
+  for (int c = 0; c < D / 16; ++c) mma::load_a(query[c], keys + warp * 16 * S + c * 16, S);
+
+  float acc[D / 8][4] = {};
+  float running_max[2] = {-INFINITY, -INFINITY};  // of scores times log2 e, so that exp2 serves
+  float running_sum[2] = {0, 0};                  // the lane's share of its rows' sums
+  const float scale = float(p.scale);
+  for (index_t key = 0; key < block_end; key += tile_rows) {
+    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
+    __syncthreads();
+    stage<D>(keys, k_head, key, count, p.d_k, k_vectors);
+    stage<D>(values, v_head, key, count, p.d_v, v_vectors);
+    __syncthreads();
+
+    float scores[tile_rows / 8][4] = {};
+    multiply_add_by_rows<T, D>(scores, query, keys);
+
+    const bool whole = unmasked<Rule>(p, first, first + block_rows - 1, key, key_end, bias);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
+        float s = scores[n][e] * scale;
+        if (!whole) {
+          if (i >= p.queries || !kernels::visible(p, b, i, j, key_end, bias, rule)) s = -INFINITY;
+          else if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
+        }
+        scores[n][e] = s * log2_e;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], scores[n][e]);
+      }
+    float reference[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float new_max = fmaxf(running_max[r], group_max(tile_max[r]));
+      reference[r] = new_max == -INFINITY ? 0.f : new_max;  // rows with nothing seen yet stay 0
+      const float rescale = exp2f(running_max[r] - reference[r]);
+      running_max[r] = new_max;
+      running_sum[r] *= rescale;
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) acc[d][2 * r] *= rescale, acc[d][2 * r + 1] *= rescale;
+    }
+#pragma unroll
+    for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float weight = exp2f(scores[n][e] - reference[e / 2]);
+        running_sum[e / 2] += weight;
+        if (p.dropout > 0) weight *= float(p.kept(b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2));  // after the sum
+        scores[n][e] = weight;
+      }
+
+    multiply_add_tile<T, D>(acc, scores, values);  // O += P·V
+  }
+
+  float inverse_sum[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = group_sum(running_sum[r]);
+    inverse_sum[r] = sum > 0 ? 1 / sum : 0.f;  // 0: a row with no visible key
+    if (t == 0 && rows[r] < p.queries)
+      log_sum_exp[at.query_row + rows[r]] = sum > 0 ? (running_max[r] + log2f(sum)) * ln_2 : -INFINITY;
+  }
+  store_rows<T, D>(out, at.query_row, p.d_v, acc, rows, p.queries, inverse_sum);
+}
+
+/// Shared memory of backward_keys: keys, values, queries and dO tiles, then log-sum-exps and dots.
+template <int D>
+inline constexpr int backward_keys_bytes = 4 * tile_rows * stride<D> * 2 + 2 * tile_rows * 4;
+
+/// dK and dV of 64 keys of one key/value head, over every query of the heads that read them.
+template <int D, class T, class Rule>
+__global__ void __launch_bounds__(warps * 32)
+    backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
+                  const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule) {
+  constexpr int S = stride<D>;
+  extern __shared__ uint4 shared_memory[];
+  std::uint16_t* const keys = reinterpret_cast<std::uint16_t*>(shared_memory);
+  std::uint16_t* const values = keys + tile_rows * S;
+  std::uint16_t* const queries = values + tile_rows * S;
+  std::uint16_t* const d_outs = queries + tile_rows * S;
+  float* const lse_tile = reinterpret_cast<float*>(d_outs + tile_rows * S);
+  float* const dots_tile = lse_tile + tile_rows;
+
+  const index_t b = blockIdx.z, kv_head = blockIdx.y, first_key = index_t(blockIdx.x) * block_rows;
+  const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
+  const index_t rows[2] = {first_key + warp * 16 + g, first_key + warp * 16 + g + 8};  // the lane's keys
+  const index_t key_end = kernels::key_end_of(p, b);
+  const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys;
+  const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
+  const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
+  const index_t block_keys = p.keys - first_key < block_rows ? p.keys - first_key : block_rows;
+  stage<D>(keys, k + kv_row * p.d_k, first_key, block_keys, p.d_k, k_vectors);
+  stage<D>(values, v + kv_row * p.d_v, first_key, block_keys, p.d_v, v_vectors);
+
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  const float scale = float(p.scale);
+  const index_t group = p.heads / p.kv_heads;
+  // Keys past the sentence's end are seen by no query: their gradients are 0.
+  const index_t heads_end = first_key < key_end ? (kv_head + 1) * group : kv_head * group;
+  for (index_t h = kv_head * group; h < heads_end; ++h) {
+    const index_t query_row = (b * p.heads + h) * p.queries;
+    const index_t first_query = kernels::first_query_seeing(p, first_key);
+    for (index_t query = first_query - first_query % tile_rows; query < p.queries; query += tile_rows) {
+      const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
+      __syncthreads();
+      stage<D>(queries, q + query_row * p.d_k, query, count, p.d_k, k_vectors);
+      stage<D>(d_outs, d_out + query_row * p.d_v, query, count, p.d_v, v_vectors);
+      for (int r = int(threadIdx.x); r < tile_rows; r += int(blockDim.x)) {
+        lse_tile[r] = r < count ? log_sum_exp[query_row + query + r] : -INFINITY;
+        dots_tile[r] = r < count ? dots[query_row + query + r] : 0.f;
+      }
+      __syncthreads();
+
+      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's 16 keys and the tile's 64 queries.
+      float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
+#pragma unroll
+      for (int c = 0; c < D / 16; ++c) {
+        mma::fragment_a key_block, value_block;
+        mma::load_a(key_block, keys + warp * 16 * S + c * 16, S);
+        mma::load_a(value_block, values + warp * 16 * S + c * 16, S);
+#pragma unroll
+        for (int n = 0; n < tile_rows / 8; ++n) {
+          mma::fragment_b query_block, d_out_block;
+          mma::load_b_from_rows(query_block, queries + n * 8 * S + c * 16, S);
+          mma::load_b_from_rows(d_out_block, d_outs + n * 8 * S + c * 16, S);
+          mma::multiply_add<T>(scores[n], key_block, query_block);
+          mma::multiply_add<T>(d_weights[n], value_block, d_out_block);
+        }
+      }
+      // Pᵀ (dropped out) into scores, scale · dSᵀ into d_weights.
+      const bool whole = unmasked<Rule>(p, query, query + tile_rows - 1, first_key, key_end, bias);
+#pragma unroll
+      for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int column = n * 8 + 2 * t + e % 2;
+          const index_t i = query + column, j = rows[e / 2];
+          const float lse = lse_tile[column];
+          float probability = 0, d_score = 0;
+          if (lse != -INFINITY && (whole || kernels::visible(p, b, i, j, key_end, bias, rule))) {
+            float s = scores[n][e] * scale;
+            if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
+            probability = exp2f((s - lse) * log2_e);
+            const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
+            d_score = probability * (d_weights[n][e] * kept - dots_tile[column]);
+            probability *= kept;
+          }
+          scores[n][e] = probability;
+          d_weights[n][e] = scale * d_score;
+        }
+      multiply_add_tile<T, D>(dv, scores, d_outs);    // dV += Pᵀ·dO
+      multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
+    }
+  }
+  const float unscaled[2] = {1, 1};
+  store_rows<T, D>(d_k, kv_row, p.d_k, dk, rows, p.keys, unscaled);
+  store_rows<T, D>(d_v, kv_row, p.d_v, dv, rows, p.keys, unscaled);
+}
+
+/// dQ of 64 queries of one head, over every key they see.
+template <int D, class T, class Rule>
+__global__ void __launch_bounds__(warps * 32)
+    backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
+                     const float* log_sum_exp, const float* dots, T* d_q, Rule rule) {
+  constexpr int S = stride<D>;
+  __shared__ alignas(16) std::uint16_t keys[tile_rows * S];
+  __shared__ alignas(16) std::uint16_t values[tile_rows * S];
+  const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
+  const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
+  const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};
+  const kernels::heads_of at(p, b, h);
+  const index_t key_end = kernels::key_end_of(p, b);
+  const index_t block_end = kernels::keys_seen(p, first, block_rows, key_end);
+  const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
+  const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
+
+  // The warp's queries and output gradients as A fragments, through shared memory.
+  mma::fragment_a query[D / 16], d_output[D / 16];
+  const index_t block_queries = p.queries - first < block_rows ? p.queries - first : block_rows;
+  stage<D>(keys, q + at.query_row * p.d_k, first, block_queries, p.d_k, k_vectors);
+  stage<D>(values, d_out + at.query_row * p.d_v, first, block_queries, p.d_v, v_vectors);
+  __syncthreads();
+#pragma unroll
+  for (int c = 0; c < D / 16; ++c) {
+    mma::load_a(query[c], keys + warp * 16 * S + c * 16, S);
+    mma::load_a(d_output[c], values + warp * 16 * S + c * 16, S);
+  }
+  float lse[2], dot[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lse[r] = rows[r] < p.queries ? log_sum_exp[at.query_row + rows[r]] : -INFINITY;
+    dot[r] = rows[r] < p.queries ? dots[at.query_row + rows[r]] : 0.f;
+  }
+
+  float dq[D / 8][4] = {};
+  const float scale = float(p.scale);
+  for (index_t key = 0; key < block_end; key += tile_rows) {
+    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
+    __syncthreads();
+    stage<D>(keys, k + at.kv_row * p.d_k, key, count, p.d_k, k_vectors);
+    stage<D>(values, v + at.kv_row * p.d_v, key, count, p.d_v, v_vectors);
+    __syncthreads();
+
+    float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
+    multiply_add_by_rows<T, D>(scores, query, keys);          // S = Q·Kᵀ
+    multiply_add_by_rows<T, D>(d_weights, d_output, values);  // dP = dO·Vᵀ
+    const bool whole = unmasked<Rule>(p, first, first + block_rows - 1, key, key_end, bias);
+#pragma unroll
+    for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
+        float d_score = 0;
+        const bool seen = whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule));
+        if (lse[e / 2] != -INFINITY && seen) {
+          float s = scores[n][e] * scale;
+          if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
+          const float probability = exp2f((s - lse[e / 2]) * log2_e);
+          const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
+          d_score = probability * (d_weights[n][e] * kept - dot[e / 2]);
+        }
+        scores[n][e] = scale * d_score;
+      }
+    multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
+  }
+  const float unscaled[2] = {1, 1};
+  store_rows<T, D>(d_q, at.query_row, p.d_k, dq, rows, p.queries, unscaled);
+}
+
+}  // namespace attn::cuda_backend::fused_attention_tensor_cores
