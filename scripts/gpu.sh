@@ -21,10 +21,11 @@
 #   ATTN_GPU_BATCH_TOKENS=N             the training benchmarks' batch (default 8000 tokens a side)
 #   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
 #                                       ATTN_GPU_PROGRAMS_LIMIT, default 900)
+#   ATTN_GPU_MEMCHECK=TEST,TEST         those gpu tests again under compute-sanitizer memcheck
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -168,6 +169,19 @@ else
     fi
   done
 fi
+# ATTN_GPU_MEMCHECK=gpu_fused_attention_test,...: those tests again under compute-sanitizer's
+# memcheck (out-of-bounds and misaligned accesses, in shared memory too), a report each.
+for name in ${ATTN_GPU_MEMCHECK//,/ }; do
+  t=$(printf '%s\n' "${gpu_tests[@]}" | grep -E "/$name\$" | head -1)
+  [[ -n $t ]] || { echo "memcheck: no gpu test $name"; continue; }
+  heading "memcheck: $name"
+  timeout -k 10 "${ATTN_GPU_TEST_LIMIT:-600}" compute-sanitizer --tool memcheck --error-exitcode 3 "$t" \
+    > "$report/memcheck-$name.txt" 2>&1
+  status=$?
+  echo "memcheck $name: exit status $status (0 clean, 3 errors found, 124 out of time)" | tee -a "$report/gpu-suite.txt"
+  grep -E '^=========' "$report/memcheck-$name.txt" | head -n 30
+  [[ $status == 0 || $status == 124 ]] || tests_status=1
+done
 test_seconds=$((SECONDS - start))
 
 bench_lines=()
