@@ -148,9 +148,9 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   const A scale = A(p.scale);
   const index_t group = p.heads / p.kv_heads;
   const index_t first_key = index_t(blockIdx.x) * key_rows;
+  const index_t first_query = first_query_seeing(p, first_key);
   for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
     const index_t query_row = (b * p.heads + h) * p.queries;
-    const index_t first_query = first_query_seeing(p, first_key);
     for (index_t query = first_query - first_query % tile; query < p.queries; query += tile) {
       const index_t count = p.queries - query < tile ? p.queries - query : tile;
       __syncthreads();

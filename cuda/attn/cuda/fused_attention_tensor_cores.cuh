@@ -235,6 +235,28 @@ __global__ void __launch_bounds__(warps * 32)
   store_rows<T, D>(out, at.query_row, p.d_v, acc, rows, p.queries, inverse_sum);
 }
 
+/// The weight P (dropped out) and the score gradient dS of query i and key j, from their product
+/// q·k, dP = dO·v, the query's log-sum-exp and D = rowsum(dO ⊙ O): both 0 where the pair is
+/// hidden or the query sees nothing (`whole`: no mask can hide a pair of this tile).
+struct pair_gradient {
+  float weight = 0, d_score = 0;
+};
+
+template <class T, class Rule>
+__device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
+                                            index_t j, index_t key_end, const T* bias, const Rule& rule, bool whole,
+                                            float product, float d_weight, float lse, float dot) {
+  pair_gradient g;
+  if (lse == -INFINITY || !(whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)))) return g;
+  float s = product * float(p.scale);
+  if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
+  const float probability = exp2f((s - lse) * log2_e);
+  const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
+  g.d_score = probability * (d_weight * kept - dot);
+  g.weight = probability * kept;
+  return g;
+}
+
 /// Shared memory of backward_keys: keys, values, queries and dO tiles, then log-sum-exps and dots.
 template <int D>
 inline constexpr int backward_keys_bytes = 4 * tile_rows * stride<D> * 2 + 2 * tile_rows * 4;
@@ -269,9 +291,9 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t group = p.heads / p.kv_heads;
   // Keys past the sentence's end are seen by no query: their gradients are 0.
   const index_t heads_end = first_key < key_end ? (kv_head + 1) * group : kv_head * group;
+  const index_t first_query = kernels::first_query_seeing(p, first_key);
   for (index_t h = kv_head * group; h < heads_end; ++h) {
     const index_t query_row = (b * p.heads + h) * p.queries;
-    const index_t first_query = kernels::first_query_seeing(p, first_key);
     for (index_t query = first_query - first_query % tile_rows; query < p.queries; query += tile_rows) {
       const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
       __syncthreads();
@@ -306,19 +328,10 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int column = n * 8 + 2 * t + e % 2;
-          const index_t i = query + column, j = rows[e / 2];
-          const float lse = lse_tile[column];
-          float probability = 0, d_score = 0;
-          if (lse != -INFINITY && (whole || kernels::visible(p, b, i, j, key_end, bias, rule))) {
-            float s = scores[n][e] * scale;
-            if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
-            probability = exp2f((s - lse) * log2_e);
-            const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
-            d_score = probability * (d_weights[n][e] * kept - dots_tile[column]);
-            probability *= kept;
-          }
-          scores[n][e] = probability;
-          d_weights[n][e] = scale * d_score;
+          const pair_gradient g = gradient_of(p, b, h, query + column, rows[e / 2], key_end, bias, rule, whole,
+                                              scores[n][e], d_weights[n][e], lse_tile[column], dots_tile[column]);
+          scores[n][e] = g.weight;
+          d_weights[n][e] = scale * g.d_score;
         }
       multiply_add_tile<T, D>(dv, scores, d_outs);    // dV += Pᵀ·dO
       multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
@@ -381,17 +394,9 @@ __global__ void __launch_bounds__(warps * 32)
     for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
-        float d_score = 0;
-        const bool seen = whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule));
-        if (lse[e / 2] != -INFINITY && seen) {
-          float s = scores[n][e] * scale;
-          if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
-          const float probability = exp2f((s - lse[e / 2]) * log2_e);
-          const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
-          d_score = probability * (d_weights[n][e] * kept - dot[e / 2]);
-        }
-        scores[n][e] = scale * d_score;
+        const pair_gradient g = gradient_of(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, key_end, bias, rule,
+                                            whole, scores[n][e], d_weights[n][e], lse[e / 2], dot[e / 2]);
+        scores[n][e] = scale * g.d_score;
       }
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
   }
