@@ -3,6 +3,8 @@
 // into fresh memory.
 #include <doctest/doctest.h>
 
+#include <utility>
+
 #include "../reference.hpp"
 
 namespace {
@@ -58,32 +60,37 @@ TEST_CASE("a reduction written over its operand's first row") {
 }
 
 TEST_CASE("a product with a bias and a ReLU (a linear layer's epilogue), apart from and over its operands") {
-  attn::tensor<double, attn::shape<m, k>> a(7, 7);
-  attn::tensor<double, attn::shape<k, n>> b(7, 7);
-  attn::tensor<double, attn::shape<n>> bias(7);
-  fill_random(a);
-  fill_random(b);
-  fill_random(bias);
-  for (const bool relu : {false, true}) {
-    CAPTURE(relu);
-    const auto ref = reference(attn::extents<attn::shape<m, n>>(7, 7), [&](const auto& i) {
-      double s = bias(i[1]);
-      for (attn::index_t c = 0; c < 7; ++c) s += a(i[0], c) * b(c, i[1]);
-      return relu ? std::max(s, 0.0) : s;
-    });
-    static_assert(attn::detail::affine_epilogue<decltype(attn::relu(
-                      attn::contract<k>(a, b) + attn::broadcast(bias, attn::extents<attn::shape<m, n>>(7, 7))))>::matches);
-    attn::tensor<double, attn::shape<m, n>> out(7, 7);
-    const auto biased = attn::contract<k>(a, b) + attn::broadcast(bias, out.extents());
-    if (relu) out = attn::relu(biased);
-    else out = biased;
-    CHECK(relative_error(out.data(), ref) < 1e-12);
-    // Written over a's memory: the pattern's fast road must not be taken.
-    auto a_copy = a;
-    attn::tensor_view<double, attn::shape<m, n>> into_a(a_copy.data(), attn::extents<attn::shape<m, n>>(7, 7));
-    const auto over = attn::contract<k>(a_copy, b) + attn::broadcast(bias, into_a.extents());
-    if (relu) into_a = attn::relu(over);
-    else into_a = over;
-    CHECK(relative_error(a_copy.data(), ref) < 1e-12);
+  // 7 × 7 in one piece; 300 × 257 in a piece a thread (the bias rows' loop splits above 2¹⁵).
+  for (const auto& [rows, cols] : {std::pair<attn::index_t, attn::index_t>{7, 7}, {300, 257}}) {
+    CAPTURE(rows);
+    attn::tensor<double, attn::shape<m, k>> a(rows, 7);
+    attn::tensor<double, attn::shape<k, n>> b(7, cols);
+    attn::tensor<double, attn::shape<n>> bias(cols);
+    fill_random(a);
+    fill_random(b);
+    fill_random(bias);
+    for (const bool relu : {false, true}) {
+      CAPTURE(relu);
+      const auto ref = reference(attn::extents<attn::shape<m, n>>(rows, cols), [&](const auto& i) {
+        double s = bias(i[1]);
+        for (attn::index_t c = 0; c < 7; ++c) s += a(i[0], c) * b(c, i[1]);
+        return relu ? std::max(s, 0.0) : s;
+      });
+      static_assert(attn::detail::affine_epilogue<decltype(attn::relu(
+                        attn::contract<k>(a, b) + attn::broadcast(bias, attn::extents<attn::shape<m, n>>(7, 7))))>::matches);
+      attn::tensor<double, attn::shape<m, n>> out(rows, cols);
+      const auto biased = attn::contract<k>(a, b) + attn::broadcast(bias, out.extents());
+      if (relu) out = attn::relu(biased);
+      else out = biased;
+      CHECK(relative_error(out.data(), ref) < 1e-12);
+      if (rows != cols) continue;
+      // Written over a's memory: the pattern's fast road must not be taken.
+      auto a_copy = a;
+      attn::tensor_view<double, attn::shape<m, n>> into_a(a_copy.data(), attn::extents<attn::shape<m, n>>(rows, cols));
+      const auto over = attn::contract<k>(a_copy, b) + attn::broadcast(bias, into_a.extents());
+      if (relu) into_a = attn::relu(over);
+      else into_a = over;
+      CHECK(relative_error(a_copy.data(), ref) < 1e-12);
+    }
   }
 }
