@@ -1,6 +1,7 @@
 // The device primitives (core/primitives.hpp) against plain host loops: gathers and
 // scatter-adds by id, row selection, block copies, dropout and attention masks, the
-// label-smoothed loss and its gradient, softmax and LayerNorm rows forward and backward, Adam,
+// label-smoothed loss and its gradient, softmax and LayerNorm rows forward and backward,
+// log-softmax rows (decoding's next-token log-probabilities), Adam,
 // norms and fills; odd and size-1 extents, sentinel-guarded outputs, and the errors for bad ids;
 // bfloat16 and float16 rows computed in float and each output rounded once (within half a unit
 // in the last place of a double reference on the same 16-bit inputs). Built by nvcc for the GPU
@@ -297,6 +298,25 @@ void softmax_rows(index_t sentences, index_t heads, index_t queries, index_t key
   }
 }
 
+/// Next-token log-probabilities over rows of logits [rows, width], in compute<T>; the rows span
+/// a wide range so that exp of most entries underflows next to the row's maximum.
+template <class T>
+void log_softmax_rows(index_t rows, index_t width) {
+  const std::string tag = type_name<T>() + " " + sizes_text(rows, width);
+  const auto x = random_host<T>(extents<matrix>(rows, width), -60.0, 30.0);
+  std::vector<double> expected(static_cast<std::size_t>(rows * width));
+  for (index_t r = 0; r < rows; ++r) {
+    double row_max = -INFINITY, total = 0;
+    for (index_t c = 0; c < width; ++c) row_max = std::max(row_max, double(x.data()[r * width + c]));
+    for (index_t c = 0; c < width; ++c) total += std::exp(double(x.data()[r * width + c]) - row_max);
+    for (index_t c = 0; c < width; ++c)
+      expected[std::size_t(r * width + c)] = double(x.data()[r * width + c]) - row_max - std::log(total);
+  }
+  guarded<compute<T>, matrix> out(extents<matrix>(rows, width));
+  prims::log_softmax_rows(out.view().data(), upload(x).data(), rows, width);
+  compare_guarded("log_softmax_rows " + tag, out, expected);
+}
+
 /// LayerNorm over rows [rows, width], forward and backward (dx written or added, or not asked
 /// for; the gain's and bias's gradients added to what they hold).
 template <class T>
@@ -441,6 +461,8 @@ void all_of_type() {
   softmax_rows<T>(2, 3, 5, 7);
   softmax_rows<T>(3, 2, 17, 129);
   softmax_rows<T>(1, 4, 3, 1000);
+  for (const index_t rows : {index_t{1}, index_t{5}})
+    for (const index_t width : {index_t{1}, index_t{33}, index_t{4003}}) log_softmax_rows<T>(rows, width);
   for (const index_t rows : {index_t{1}, index_t{17}, index_t{9001}})  // 9001: more than 512 blocks of 16
     for (const index_t width : {index_t{1}, index_t{33}, index_t{512}}) layer_norm_rows<T>(rows, width);
 }

@@ -59,6 +59,12 @@ __device__ inline float exp_of(float a) {
 __device__ inline double exp_of(double a) {
   return ::exp(a);
 }
+__device__ inline float log_of(float a) {
+  return ::logf(a);
+}
+__device__ inline double log_of(double a) {
+  return ::log(a);
+}
 
 inline constexpr int block = 256;
 
@@ -292,6 +298,24 @@ __global__ void softmax_rows(T* out, const T* in, index_t rows, index_t width, C
     const C inverse = C{1} / warp_reduce(total, plus{});
     T* y = out + r * width;
     for (index_t c = lane; c < width; c += 32) y[c] = T(exp_of(value(c) - row_max) * inverse);
+  }
+}
+
+/// A warp a row: out = x − max − log Σ exp(x − max), in C.
+template <class T, class C = accumulate_t<T>>
+__global__ void log_softmax_rows(C* out, const T* in, index_t rows, index_t width) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* x = in + r * width;
+    C row_max = -std::numeric_limits<C>::infinity();
+    for (index_t c = lane; c < width; c += 32) row_max = maximum{}(row_max, C(x[c]));
+    row_max = warp_reduce(row_max, maximum{});
+    C total = 0;
+    for (index_t c = lane; c < width; c += 32) total += exp_of(C(x[c]) - row_max);
+    const C log_total = log_of(warp_reduce(total, plus{}));
+    C* y = out + r * width;
+    for (index_t c = lane; c < width; c += 32) y[c] = (C(x[c]) - row_max) - log_total;
   }
 }
 
@@ -683,6 +707,15 @@ struct primitives<cuda> {
     if (rows == 0 || width == 0) return;
     cuda_backend::primitive_kernels::softmax_rows<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
         out, in, rows, width, scale, bias);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// A warp a row, one launch.
+  template <class T>
+  static void log_softmax_rows(accumulate_t<T>* out, const T* in, index_t rows, index_t width) {
+    if (rows == 0 || width == 0) return;
+    cuda_backend::primitive_kernels::log_softmax_rows<<<warp_grid(rows), block, 0, cuda_backend::stream()>>>(
+        out, in, rows, width);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 

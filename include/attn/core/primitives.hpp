@@ -94,6 +94,8 @@ struct cross_entropy_totals {
 ///       the gradient T: for T = A it may be written over the probabilities (gradient == probabilities).
 ///   softmax_rows(out, in, rows, width, scale, bias)           scale: A, bias: repeated_rows<T>
 ///       out[r, :] = softmax(in[r, :] · scale + bias's row for r), one pass a row; out may be in.
+///   log_softmax_rows(out, in, rows, width)                   out: A
+///       out[r, :] = in[r, :] − max − log Σ exp(in[r, :] − max), computed in A.
 ///   softmax_rows_backward(dx, add, y, dy, rows, width, scale)  scale: A
 ///       dx[r, :] (+)= scale · y ⊙ (dy − Σ dy ⊙ y) over each row: written, or added when `add`.
 ///   layer_norm_rows(out, row_mean, row_rstd, in, gain, bias, rows, width, epsilon)

@@ -229,6 +229,27 @@ struct primitives<cpu> {
     }
   }
 
+  /// out = x − max − log Σ exp(x − max) along each row x of `in`: next-token log-probabilities
+  /// in three passes over a row while it is in the cache, in accumulate_t<T>.
+  template <class T>
+  static void log_softmax_rows(accumulate_t<T>* out, const T* in, index_t rows, index_t width) {
+    if (width == 0) return;
+    if constexpr (is_float16_storage<T>) {
+      const auto x = widen(in, rows * width);
+      log_softmax_rows(out, x.data(), rows, width);
+    } else {
+      using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
+      cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+        for (index_t r = begin; r < end; ++r) {
+          const Eigen::Map<const row_array> x(in + r * width, width);
+          Eigen::Map<row_array> y(out + r * width, width);
+          y = x - x.maxCoeff();
+          y -= std::log(y.exp().sum());
+        }
+      });
+    }
+  }
+
   /// dx (+)= scale · y ⊙ (dy − Σ dy ⊙ y) along each row.
   template <class T>
   static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width,

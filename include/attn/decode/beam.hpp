@@ -54,14 +54,18 @@ inline void best_extensions(const float* log_probs, index_t vocabulary, const li
   }
   if (count == 0) return;
   const std::size_t first = out.size();
+  // What a token must beat once `count` are kept: the last kept one's log-probability.
+  float threshold = -std::numeric_limits<float>::infinity();
+  bool full = false;
   for (index_t v = 0; v < vocabulary; ++v) {
     const float p = log_probs[v];
-    const bool full = out.size() - first == count;
-    if ((full && !(p > log_probs[out.back().next])) || !options.may_output(token(v))) continue;
+    if ((full && !(p > threshold)) || !options.may_output(token(v))) continue;
     if (!full) out.emplace_back();
     std::size_t at = out.size() - 1;  // the slot freed at the end; move worse ones down into it
     for (; at > first && log_probs[out[at - 1].next] < p; --at) out[at] = out[at - 1];
     out[at] = {h.log_prob + double(p), parent, token(v)};
+    full = out.size() - first == count;
+    if (full) threshold = log_probs[out.back().next];
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "../core/primitives.hpp"
@@ -41,14 +42,22 @@ tensor<T, shape<B, Rest...>, Device> keep_rows(const tensor<T, shape<B, Rest...>
   return kept;
 }
 
-/// log softmax over the vocabulary of logits [rows, 1, vocab], written row after row to `out`.
+/// log softmax over the vocabulary of logits [rows, 1, vocab], written row after row to `out`:
+/// one pass of the device's row kernel, then one copy to the host.
 template <class T, class L, class Device>
 void next_token_log_probs(const tensor<T, shape<nn::batch, L, nn::vocab>, Device>& logits, std::vector<float>& out) {
-  const auto row_max = eval(max<nn::vocab>(logits));
-  const auto shifted = eval(logits - broadcast_like(row_max, logits));
-  const auto log_sum = eval(log(sum<nn::vocab>(exp(shifted))));
-  const auto log_probs = to_host(eval(shifted - broadcast_like(log_sum, shifted)));
-  out.assign(log_probs.data(), log_probs.data() + log_probs.size());
+  using A = accumulate_t<T>;
+  const index_t width = logits.template extent<nn::vocab>();
+  const index_t rows = width == 0 ? 0 : logits.size() / width;
+  tensor<A, shape<nn::batch, L, nn::vocab>, Device> log_probs(logits.extents(), uninitialized);
+  primitives<Device>::log_softmax_rows(log_probs.data(), logits.data(), rows, width);
+  out.resize(std::size_t(log_probs.size()));
+  if constexpr (std::is_same_v<A, float>) {
+    memory<Device>::copy_to_host(out.data(), log_probs.data(), log_probs.bytes());
+  } else {
+    const auto host = to_host(log_probs);
+    std::copy_n(host.data(), host.size(), out.begin());
+  }
 }
 
 }  // namespace attn::decode
