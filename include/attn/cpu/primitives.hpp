@@ -16,6 +16,7 @@
 #include "../core/random.hpp"
 #include "eigen.hpp"
 #include "threads.hpp"
+#include "vector_math.hpp"
 
 namespace attn {
 
@@ -139,8 +140,8 @@ struct primitives<cpu> {
                                     const Eigen::Map<const row_array> x(logits + r * classes, classes);
                                     Eigen::Map<row_array> p(probabilities + r * classes, classes);
                                     const T row_max = x.maxCoeff();
-                                    p = (x - row_max).exp();
-                                    const T total = p.sum();
+                                    p = x - row_max;
+                                    const T total = exp_and_sum(p.data(), classes);
                                     p *= T{1} / total;
                                     const auto at = static_cast<std::size_t>(r);
                                     if (targets[r] == pad) {
@@ -222,8 +223,8 @@ struct primitives<cpu> {
           Eigen::Map<row_array> y(out + r * width, width);
           y = Eigen::Map<const row_array>(in + r * width, width) * scale;
           if (bias.data) y += Eigen::Map<const row_array>(bias.data + bias.row(r) * width, width);
-          y = (y - y.maxCoeff()).exp();
-          y *= T{1} / y.sum();
+          y -= y.maxCoeff();
+          y *= T{1} / exp_and_sum(y.data(), width);
         }
       });
     }
@@ -244,7 +245,7 @@ struct primitives<cpu> {
           const Eigen::Map<const row_array> x(in + r * width, width);
           Eigen::Map<row_array> y(out + r * width, width);
           y = x - x.maxCoeff();
-          y -= std::log(y.exp().sum());
+          y -= std::log(sum_exp(y.data(), width));
         }
       });
     }
@@ -400,6 +401,24 @@ struct primitives<cpu> {
   }
 
  private:
+  /// Σ exp(x[i]): for float at the CPU's vector width (cpu/vector_math.hpp), else with Eigen.
+  template <class T>
+  static T sum_exp(const T* x, index_t n) {
+    if constexpr (std::is_same_v<T, float>) return cpu_backend::vector_math::sum_exp(x, n);
+    else return Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>(x, n).exp().sum();
+  }
+  /// y[i] = exp(y[i]), and their sum.
+  template <class T>
+  static T exp_and_sum(T* y, index_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      return cpu_backend::vector_math::exp_and_sum(y, n);
+    } else {
+      Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> row(y, n);
+      row = row.exp();
+      return row.sum();
+    }
+  }
+
   /// A 16-bit array's values in float (none for a null pointer).
   template <class T>
   static std::vector<float> widen(const T* data, index_t count) {
