@@ -87,7 +87,7 @@ struct primitives<cpu> {
   }
 
   /// Copies `count` blocks of `block` elements from every `from_stride`-th element of `from` to
-  /// every `to_stride`-th of `to`: writing one position into a [rows, heads, capacity, depth] cache.
+  /// every `to_stride`-th of `to`: a decoding cache [rows, heads, positions, depth] made one position longer.
   template <class T>
   static void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count) {
     for (index_t i = 0; i < count; ++i) std::copy_n(from + i * from_stride, block, to + i * to_stride);

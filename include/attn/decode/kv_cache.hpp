@@ -43,8 +43,8 @@ class kv_cache_decoder {
     for (index_t row = 0; row < rows_; ++row) source_of_.push_back(row);
     for (const auto& layer : model.decoder_stack().layers) {
       auto [k, v] = layer.cross_attention.keys_and_values(ctx_, memory);
-      layers_.push_back({std::move(k), std::move(v), key_tensor(rows_, index_t{0}), value_tensor(rows_, index_t{0}),
-                         key_tensor(index_t{0}, index_t{0}), value_tensor(index_t{0}, index_t{0})});
+      layers_.push_back({std::move(k), std::move(v), keys_type(key_tensor(rows_, index_t{0})),
+                         values_type(value_tensor(rows_, index_t{0}))});
     }
   }
 
@@ -64,7 +64,6 @@ class kv_cache_decoder {
                                   " tokens for " + std::to_string(rows_) + " rows; one token a row is needed");
     ids_ = tensor<nn::token, shape<nn::batch, nn::tgt>, Device>(rows_, 1);
     copy_from_host<Device>(ids_.data(), last);
-    reserve(step_ + 1);
     const mask_type no_mask(rows_, 1, step_ + 1);  // the prefix is all visible
 
     auto x = model_.embedding_layers().target(ctx_, ids_, step_);
@@ -76,10 +75,9 @@ class kv_cache_decoder {
           ctx_, x,
           [&](const auto& in) {
             auto [k, v] = layer.self_attention.keys_and_values(ctx_, in);
-            append(cache.self_keys, k.value());
-            append(cache.self_values, v.value());
-            return layer.self_attention.attend(ctx_, in, prefix<keys_type>(cache.self_keys),
-                                               prefix<values_type>(cache.self_values), no_mask, step_);
+            cache.self_keys = keys_type(extended(cache.self_keys.value(), k.value()));
+            cache.self_values = values_type(extended(cache.self_values.value(), v.value()));
+            return layer.self_attention.attend(ctx_, in, cache.self_keys, cache.self_values, no_mask, step_);
           },
           [&](const auto& in) {
             return layer.cross_attention.attend(ctx_, in, cache.memory_keys, cache.memory_values, memory_mask_);
@@ -87,6 +85,7 @@ class kv_cache_decoder {
     }
     if constexpr (C::norm == nn::norm_placement::pre) x = stack.final_norm(ctx_, x);
     next_token_log_probs(model_.embedding_layers().logits(ctx_, x).value(), log_probs);
+    cache_rows_.clear();
     ++step_;
   }
 
@@ -105,14 +104,18 @@ class kv_cache_decoder {
     // Beam search reorders hypotheses within their sentence at every step; the encoder's keys and
     // values of a row are its sentence's, so they move only when rows change sentence.
     const bool memory_moves = source_of != source_of_;
-    for (auto& cache : layers_) {
-      if (memory_moves) {
+    if (memory_moves) {
+      for (auto& cache : layers_) {
         cache.memory_keys = keys_type(keep_rows(cache.memory_keys.value(), rows));
         cache.memory_values = values_type(keep_rows(cache.memory_values.value(), rows));
       }
-      keep_filled_rows(cache.self_keys, cache.spare_keys, rows);
-      keep_filled_rows(cache.self_values, cache.spare_values, rows);
     }
+    // The self-attention caches move with the next step's copy (extended): their rows in the
+    // new order, rows[i] of the rows they hold now.
+    std::vector<index_t> cache_rows(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      cache_rows[i] = cache_rows_.empty() ? rows[i] : cache_rows_[std::size_t(rows[i])];
+    cache_rows_ = std::move(cache_rows);
     if (memory_moves) {
       const index_t length = source_ids_.template extent<nn::src>();  // host rows: a copy, no device primitive
       tensor<nn::token, shape<nn::batch, nn::src>, cpu> kept(index_t(rows.size()), length);
@@ -130,61 +133,36 @@ class kv_cache_decoder {
   struct layer_cache {
     keys_type memory_keys;  // encoder-decoder attention: [rows, heads, source, d_k], fixed
     values_type memory_values;
-    key_tensor self_keys;  // decoder self-attention: [rows, heads, capacity, d_k], the first step_ filled
-    value_tensor self_values;
-    key_tensor spare_keys;  // what keep() writes into, then swaps with the above: no allocation a step
-    value_tensor spare_values;
+    keys_type self_keys;  // decoder self-attention: [rows, heads, positions, d_k]
+    values_type self_values;
   };
 
-  /// Room for `positions` positions in every self-attention cache, doubling when it grows.
-  void reserve(index_t positions) {
-    for (auto& cache : layers_) {
-      grow(cache.self_keys, positions);
-      grow(cache.self_values, positions);
-    }
-  }
-  template <class Tensor>
-  void grow(Tensor& cache, index_t positions) const {
-    const index_t capacity = cache.size() == 0 ? 0 : cache.template extent<nn::keys>();
-    if (positions <= capacity) return;
-    const index_t heads = attention::kv_heads::extent;
-    const index_t depth = cache.size() == 0 ? 0 : cache.size() / (rows_ * heads * capacity);
-    Tensor grown(extents<typename Tensor::shape_type>(rows_, std::max<index_t>(positions, 2 * capacity)),
-                 uninitialized);
-    const index_t new_capacity = grown.template extent<nn::keys>();
-    if (capacity > 0)
-      primitives<Device>::copy_blocks(grown.data(), new_capacity * depth, cache.data(), capacity * depth, step_ * depth,
-                                      rows_ * heads);
-    cache = std::move(grown);
-  }
-  /// Writes the new position's [rows, heads, 1, depth] into the cache at position step_.
+  /// A self-attention cache [rows, heads, step_, depth] one position longer, in one copy: its
+  /// rows in the order keep() asked for since the last step (cache_rows_; none: as they are),
+  /// then `position` [rows, heads, 1, depth] after each. Dense, so that attention reads it as it
+  /// is; a cache with room to grow would be copied to make the prefix dense at every step, and
+  /// copied again by keep() to reorder it.
   template <class Tensor, class New>
-  void append(Tensor& cache, const New& position) const {
-    const index_t capacity = cache.template extent<nn::keys>();
-    const index_t depth = position.size() / (rows_ * attention::kv_heads::extent);
-    primitives<Device>::copy_blocks(cache.data() + step_ * depth, capacity * depth, position.data(), depth, depth,
-                                    rows_ * attention::kv_heads::extent);
-  }
-  /// new row i = old row rows[i] of a self-attention cache, its filled positions only, written
-  /// into `spare` (allocated when its extents differ), which then becomes the cache.
-  template <class Tensor>
-  void keep_filled_rows(Tensor& cache, Tensor& spare, std::span<const index_t> rows) const {
-    const index_t kept = index_t(rows.size());
+  Tensor extended(const Tensor& cache, const New& position) const {
+    using S = typename Tensor::shape_type;
     const index_t heads = attention::kv_heads::extent;
-    const index_t capacity = cache.template extent<nn::keys>();
-    if (spare.template extent<nn::batch>() != kept || spare.template extent<nn::keys>() != capacity)
-      spare = Tensor(extents<typename Tensor::shape_type>(kept, capacity), uninitialized);
-    const index_t row_size = rows_ == 0 ? 0 : cache.size() / rows_;
-    const index_t depth = capacity == 0 ? 0 : row_size / (heads * capacity);
-    for (index_t i = 0; i < kept; ++i)
-      primitives<Device>::copy_blocks(spare.data() + i * row_size, capacity * depth, cache.data() + rows[i] * row_size,
-                                      capacity * depth, step_ * depth, heads);
-    std::swap(cache, spare);
-  }
-  /// Positions 0 … step_ of a cache.
-  template <class Variable, class Tensor>
-  Variable prefix(const Tensor& cache) const {
-    return Variable(slice<nn::keys>(cache, 0, step_ + 1));
+    const index_t depth = rows_ == 0 ? 0 : position.size() / (rows_ * heads);
+    const index_t old_row = heads * step_ * depth, new_row = heads * (step_ + 1) * depth;
+    Tensor grown(extents<S>(rows_, step_ + 1), uninitialized);
+    if (step_ > 0) {
+      if (cache_rows_.empty()) {
+        primitives<Device>::copy_blocks(grown.data(), (step_ + 1) * depth, cache.data(), step_ * depth, step_ * depth,
+                                        rows_ * heads);
+      } else {
+        for (index_t i = 0; i < rows_; ++i)
+          primitives<Device>::copy_blocks(grown.data() + i * new_row, (step_ + 1) * depth,
+                                          cache.data() + cache_rows_[std::size_t(i)] * old_row, step_ * depth,
+                                          step_ * depth, heads);
+      }
+    }
+    primitives<Device>::copy_blocks(grown.data() + step_ * depth, (step_ + 1) * depth, position.data(), depth, depth,
+                                    rows_ * heads);
+    return grown;
   }
 
   const nn::transformer<T, C, Device>& model_;
@@ -192,6 +170,7 @@ class kv_cache_decoder {
   index_t rows_;
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
+  std::vector<index_t> cache_rows_;  // the self-attention caches' row for each row; empty: the same row
   tensor<nn::token, shape<nn::batch, nn::src>, cpu> source_ids_{index_t{0}, index_t{0}};  // the rows' sentences, for their mask
   mask_type memory_mask_;
   tensor<nn::token, shape<nn::batch, nn::tgt>, Device> ids_{index_t{0}, index_t{1}};  // this step's tokens
