@@ -5,7 +5,7 @@
 
 attn_packages=(
   meson ninja-build g++ pkg-config cmake python3
-  libeigen3-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev
+  libeigen3-dev doctest-dev libbenchmark-dev libopenblas-openmp-dev libdnnl-dev
   # the trainer and the translator: subwords, command line, checkpoint headers, MPI, plots, PNG
   libsentencepiece-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin gnuplot-nox libpng-dev
   "${attn_extra_packages[@]}"

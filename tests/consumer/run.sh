@@ -8,7 +8,7 @@
 # prove the installed headers, attn.pc and attnConfig.cmake are complete.
 #
 # usage: run.sh <attn source root> <attn build root>
-# env:   CXX (default c++), MESON (default meson), ATTN_BLAS (enabled|disabled|auto)
+# env:   CXX (default c++), MESON (default meson), ATTN_BLAS and ATTN_DNNL (enabled|disabled|auto)
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -20,6 +20,7 @@ build=${2:-}
 read -r -a cxx <<< "${CXX:-c++}"
 read -r -a meson <<< "${MESON:-meson}"
 blas=${ATTN_BLAS:-auto}
+dnnl=${ATTN_DNNL:-auto}
 
 # Scratch space inside the build tree when we have one (same filesystem, easy
 # to inspect while the test runs); removed on exit either way.
@@ -38,7 +39,7 @@ fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 step "install attn into $prefix"
 "${meson[@]}" setup "$tmp/install-build" "$src" --prefix="$prefix" \
   -Dtests=false -Dbenchmarks=disabled -Dcuda=disabled -Dmpi=disabled \
-  -Dblas="$blas" >"$tmp/install-setup.log" 2>&1 \
+  -Dblas="$blas" -Ddnnl="$dnnl" >"$tmp/install-setup.log" 2>&1 \
   || { cat "$tmp/install-setup.log"; fail "meson setup of the install build"; }
 # Headers, attn.pc and attnConfig*.cmake need no compiling: --no-rebuild keeps
 # the install from building the examples (they are not installed).

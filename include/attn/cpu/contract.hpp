@@ -1,5 +1,6 @@
-// Contractions on the CPU: batches of Eigen matrix products (OpenBLAS sgemm/dgemm when the
-// `blas` option is on). Operands already laid out as [batch..., rows, cols] are used in place,
+// Contractions on the CPU: batches of matrix products, through Eigen (OpenBLAS sgemm/dgemm when
+// the `blas` option is on) or, for float, oneDNN's sgemm when the `dnnl` option is on
+// (dnnl_gemm.hpp). Operands already laid out as [batch..., rows, cols] are used in place,
 // transposed or not; any other operand is first evaluated into that layout. 16-bit operands are
 // widened to float on the way (the CPU has no 16-bit GEMM worth the name) and the product,
 // accumulated in float, is rounded once where it is stored: what tensor cores compute.
@@ -10,6 +11,7 @@
 
 #include <Eigen/Core>
 
+#include "dnnl_gemm.hpp"
 #include "evaluate.hpp"
 #include "lowering.hpp"
 #include "permute.hpp"
@@ -102,6 +104,11 @@ void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
     if (k == 0) {
       c.setZero();
       return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      // Matrix-vector products (a decoding step's attention) stay with Eigen's GEMV.
+      if (m > 1 && n > 1 && dnnl_gemm_enabled())
+        return dnnl_gemm(c.data(), a.data + i * m * k, a.transposed, b.data + i * k * n, b.transposed, m, n, k);
     }
     const Eigen::Map<const matrix> a_i(a.data + i * m * k, a.transposed ? k : m, a.transposed ? m : k);
     const Eigen::Map<const matrix> b_i(b.data + i * k * n, b.transposed ? n : k, b.transposed ? k : n);

@@ -28,8 +28,15 @@ attn::tensor<T, S> random_of(const attn::extents<S>& sizes) {
 
 TEST_CASE_TEMPLATE("matrix products in all four layouts", T, float, double) {
   const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
-  for (int draw = 0; draw < 4; ++draw) {
-    const attn::index_t m = random_extent(), k = random_extent() * 3, n = random_extent();
+  if (std::is_same_v<T, float>) {
+    const std::string path = attn::cpu_backend::dnnl_gemm_enabled() ? "oneDNN" : "Eigen/BLAS";
+    MESSAGE("float products through " << path);
+  }
+  // Four small draws (sizes 1 and odd ones), then one large enough for the GEMM's threads.
+  for (int draw = 0; draw < 5; ++draw) {
+    const bool large = draw == 4;
+    const attn::index_t m = large ? 301 : random_extent(), k = large ? 259 : random_extent() * 3,
+                        n = large ? 263 : random_extent();
     CAPTURE(m);
     CAPTURE(k);
     CAPTURE(n);
