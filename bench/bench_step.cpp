@@ -1,5 +1,6 @@
 // bench-step: time of one training step (forward, label-smoothed loss, backward, Adam) of a
-// Transformer configuration on random token batches; one JSON line per configuration.
+// Transformer configuration on random token batches; one JSON line per configuration. With
+// --config gemm: the rate of attn's float matrix product at a size of base's training step.
 // bench/step_vs_torch.py runs it beside PyTorch's nn.Transformer in the same configuration.
 #include <attn/attn.hpp>
 #include <attn/nn.hpp>
@@ -25,12 +26,14 @@ struct options {
 
 [[noreturn]] void usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
-               "usage: bench-step [--config tiny|small|base] [--batch N] [--src-len N] [--tgt-len N]\n"
+               "usage: bench-step [--config tiny|small|base|gemm] [--batch N] [--src-len N] [--tgt-len N]\n"
                "                  [--vocab N] [--steps N] [--warmup N]\n"
                "\n"
                "Times training steps (forward, label-smoothed cross-entropy, backward, Adam) of the\n"
                "configuration on random token batches and prints one JSON line:\n"
                "  {\"config\": ..., \"ms_per_step\": median, \"tokens_per_s\": target tokens / s, ...}\n"
+               "--config gemm times attn's float product [1024, 512] x [512, 2048] (base's feed-forward at\n"
+               "1024 tokens) instead: {\"gflops\": median rate, \"through\": \"oneDNN\" or \"Eigen/BLAS\"}.\n"
                "Threads: OMP_NUM_THREADS. Defaults: tiny, batch 32, lengths 32, vocabulary 8000,\n"
                "10 timed steps after 2 untimed.\n");
   std::exit(status);
@@ -114,15 +117,42 @@ void run(const options& o) {
   std::fflush(stdout);
 }
 
+/// The machine's rate for the products a training step is made of, through the same path.
+void gemm_rate(const options& o) {
+  using m = dim<"m">;
+  using k = dim<"k">;
+  using n = dim<"n">;
+  tensor<float, shape<m, k>> a(1024, 512);
+  tensor<float, shape<k, n>> b(512, 2048);
+  tensor<float, shape<m, n>> c(1024, 2048);
+  for (index_t i = 0; i < a.size(); ++i) a.data()[i] = float(i % 7) * 0.25f;
+  for (index_t i = 0; i < b.size(); ++i) b.data()[i] = float(i % 5) * 0.5f;
+  std::vector<double> rates;
+  for (long round = 0; round < o.warmup + o.steps; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    constexpr int products = 20;
+    for (int p = 0; p < products; ++p) c = contract<k>(a, b);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (round >= o.warmup) rates.push_back(products * 2.0 * 1024 * 512 * 2048 / seconds / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  std::printf("{\"impl\": \"attn\", \"config\": \"gemm\", \"m\": 1024, \"k\": 512, \"n\": 2048, \"threads\": %d, "
+              "\"gflops\": %.1f, \"gflops_max\": %.1f, \"through\": \"%s\"}\n",
+              cpu_backend::max_threads(), rates[rates.size() / 2], rates.back(),
+              cpu_backend::dnnl_gemm_enabled() ? "oneDNN" : "Eigen/BLAS");
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
-  if (o.config == "tiny") run<nn::tiny>(o);
+  if (o.config == "gemm") gemm_rate(o);
+  else if (o.config == "tiny") run<nn::tiny>(o);
   else if (o.config == "small") run<nn::small>(o);
   else if (o.config == "base") run<nn::base>(o);
   else {
-    std::fprintf(stderr, "bench-step: unknown configuration '%s' (tiny, small or base)\n", o.config.c_str());
+    std::fprintf(stderr, "bench-step: unknown configuration '%s' (tiny, small, base or gemm)\n", o.config.c_str());
     return 2;
   }
 }

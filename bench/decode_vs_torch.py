@@ -553,12 +553,13 @@ def commit_info():
 
 
 def linked_blas(program):
-    """The BLAS libraries a program loads, as ldd resolves them (empty when ldd is missing)."""
+    """The BLAS libraries (and oneDNN) a program loads, as ldd resolves them (empty when ldd is missing).
+    attn-translate built with oneDNN multiplies floats through it unless ATTN_DNNL=0 is set."""
     try:
         done = subprocess.run(["ldd", str(program)], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return sorted({m.group(1) for m in re.finditer(r"=>\s*(\S*blas\S*)", done.stdout, re.I)})
+    return sorted({m.group(1) for m in re.finditer(r"=>\s*(\S*(?:blas|dnnl)\S*)", done.stdout, re.I)})
 
 
 def parse_args():
@@ -670,17 +671,19 @@ def main():
                        "--alpha", args.alpha, "--max-len-offset", args.max_len_offset, "--device", args.device,
                        "--quiet"]
             command += ["--greedy"] if search == "greedy" else ["--beam", args.beam]
-            runs = []
+            runs, peak_kib = [], 0
             for repeat in range(args.repeat):
                 output, scores = work / f"attn-{search}.txt", work / f"attn-{search}-{repeat + 1}.json"
-                run_child("decode_vs_torch", f"attn-translate --{search} ({repeat + 1}/{args.repeat})",
-                          command + ["--output", output, "--scores", scores], env, work)
+                rss, _, _, _ = run_child("decode_vs_torch", f"attn-translate --{search} ({repeat + 1}/{args.repeat})",
+                                         command + ["--output", output, "--scores", scores], env, work)
+                peak_kib = max(peak_kib, rss)
                 runs.append(json.loads(scores.read_text()))
             commands[search] = " ".join(shlex.quote(str(c)) for c in command + ["--output", "OUT", "--scores", "JSON"])
             fastest = min(runs, key=lambda r: r["seconds"])
             attn[search] = {"sentences": fastest["sentences"], "output_tokens": fastest["output_tokens"],
                             "seconds": fastest["seconds"], "runs_seconds": [r["seconds"] for r in runs],
-                            "model": fastest.get("model"), "output": str(work / f"attn-{search}.txt")}
+                            "model": fastest.get("model"), "output": str(work / f"attn-{search}.txt"),
+                            "peak_rss_mib": peak_kib / 1024}
 
         spec = dict(checkpoint=str(checkpoint), vocab=str(vocab), input=str(source), threads=args.threads,
                     device=args.device,
@@ -688,14 +691,15 @@ def main():
                     batch_size=args.batch_size, repeat=args.repeat, work=str(work))
         def worker(name, python, mode):
             """Runs this script's --MODE-worker under `python`: (wall seconds, info, results by search,
-            agreement with attn by search)."""
-            _, wall, out, _ = run_child("decode_vs_torch", name, [python, Path(__file__).resolve(), f"--{mode}-worker",
+            agreement with attn by search); info gains the process's peak resident memory."""
+            rss, wall, out, _ = run_child("decode_vs_torch", name, [python, Path(__file__).resolve(), f"--{mode}-worker",
                                                                   json.dumps(spec)], env, work)
             records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
             found = next((r for r in records if r["kind"] == "info"), None)
             results = {r["search"]: r for r in records if r["kind"] == "result"}
             if found is None or set(results) != set(SEARCHES):
                 fail(f"the {mode} worker's output ({out}) lacks its info or a result line")
+            found["peak_rss_mib"] = rss / 1024
             return wall, found, results, {search: agreement(attn[search]["output"], results[search]["output"])
                                           for search in SEARCHES}
 
@@ -773,6 +777,11 @@ def main():
     print()
     print("Ratios above 1: attn decodes faster. Identical lines: attn-translate's output line equals the "
           "PyTorch reference's" + (" (CTranslate2's row: CTranslate2's)." if ct2_side else "."))
+    print("Peak resident memory of each process (MiB; the Python sides' include the interpreter and their "
+          "libraries, and run both searches in one process): attn "
+          + ", ".join(f"{label[search]} {attn[search]['peak_rss_mib']:.0f}" for search in SEARCHES)
+          + f"; PyTorch {info['peak_rss_mib']:.0f}"
+          + (f"; CTranslate2 {ct2_info['peak_rss_mib']:.0f}" if ct2_info else "") + ".")
     for search in SEARCHES:
         g = agree[search]
         if g["identical"] < g["lines"]:

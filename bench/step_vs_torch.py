@@ -5,7 +5,11 @@ For each configuration (tiny, small, base) both implementations run the same ste
 same batch shape: forward, label-smoothed cross-entropy, backward, Adam (β 0.9/0.98, ε 1e-9),
 dropout 0.1, shared source/target/output embeddings scaled by √d_model, sinusoidal
 positions. PyTorch gets its best threading set-up: it is timed under each OMP_WAIT_POLICY
-and the faster is kept. Prints a table and, with --json FILE, writes every measurement.
+and the faster is kept. Each side's process reports its peak resident memory. First, in the
+same run, bench-step --config gemm measures the machine's rate for attn's float product (the
+path the step's products take: oneDNN or Eigen/OpenBLAS); each attn step's model FLOP/s
+(model_flops: the products' multiply-adds, ×3 for the backward) are given beside it.
+Prints a table and, with --json FILE, writes every measurement.
 
 Usage: bench/step_vs_torch.py [--build build] [--configs tiny,small,base] [--threads 2]
                               [--batch 32] [--len 32] [--vocab 8000] [--steps 10]
@@ -17,6 +21,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from torch_reference import CONFIGS  # torch-free import: the model itself lives in the worker
@@ -57,12 +62,24 @@ print(json.dumps({"impl": "torch", "ms_per_step": median * 1e3, "ms_min": times[
 '''
 
 
+def run_measured(cmd, env):
+    """Runs cmd to its end; its last stdout line as JSON, with the process's peak resident memory."""
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen(cmd, env=env, stdout=out)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's rusage alone
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"step_vs_torch: {cmd[0]} failed (exit status {os.waitstatus_to_exitcode(status)})")
+        out.seek(0)
+        result = json.loads(out.read().decode().strip().splitlines()[-1])
+    result["peak_rss_mib"] = usage.ru_maxrss / 1024
+    return result
+
+
 def run_attn(build, config, args, env):
     cmd = [os.path.join(build, "bench", "bench-step"), "--config", config, "--batch", str(args.batch),
            "--src-len", str(args.len), "--tgt-len", str(args.len), "--vocab", str(args.vocab),
            "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_measured(cmd, env)
 
 
 def run_torch(config, args, env):
@@ -70,9 +87,20 @@ def run_torch(config, args, env):
     spec = dict(d_model=d, d_ff=ff, heads=h, layers=n, vocab=args.vocab, batch=args.batch, src_len=args.len,
                 tgt_len=args.len, steps=args.steps, warmup=args.warmup, threads=args.threads,
                 bench_dir=os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([args.python, "-c", TORCH_WORKER, json.dumps(spec)], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_measured([args.python, "-c", TORCH_WORKER, json.dumps(spec)], env)
+
+
+def model_flops(config, batch, src_len, tgt_len, vocab):
+    """Multiply-adds ×2 of one training step of the paper's model: the forward's products (projections,
+    feed-forward, both attention products, the output projection over the vocabulary) ×3 for the
+    backward's two products per forward product. Embedding lookups, softmax, LayerNorm: not counted."""
+    d, ff, _, n = CONFIGS[config]
+    s, t = batch * src_len, batch * tgt_len  # tokens
+    encoder = n * (s * (8 * d * d + 4 * d * ff) + 4 * batch * src_len * src_len * d)
+    decoder = n * (t * (8 * d * d + 4 * d * d + 4 * d * ff) + s * 4 * d * d
+                   + 4 * batch * tgt_len * tgt_len * d + 4 * batch * tgt_len * src_len * d)
+    logits = 2 * t * d * vocab
+    return 3 * (encoder + decoder + logits)
 
 
 def main():
@@ -95,6 +123,10 @@ def main():
     # bench-step is not built by default: build (or bring up to date) the one to time.
     subprocess.run(["meson", "compile", "-C", args.build, "bench-step"], check=True, stdout=subprocess.DEVNULL)
     base_env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    # The machine's rate for the step's products, through attn's own product path, in the same run.
+    gemm = run_measured([os.path.join(args.build, "bench", "bench-step"), "--config", "gemm"], base_env)
+    print(f"gemm   attn's float product [1024,512]x[512,2048] through {gemm['through']}: "
+          f"{gemm['gflops']:.1f} GFLOP/s (median), {gemm['gflops_max']:.1f} best", flush=True)
     rows = []
     for config in args.configs.split(","):
         if config not in CONFIGS:
@@ -106,15 +138,22 @@ def main():
             r["omp_wait_policy"] = policy
             torch_runs.append(r)
         best = min(torch_runs, key=lambda r: r["ms_per_step"])
+        flops = model_flops(config, args.batch, args.len, args.len, args.vocab)
+        gflops = flops / (ours["ms_per_step"] * 1e-3) / 1e9
         rows.append({"config": config, "attn": ours, "torch": best, "torch_all": torch_runs,
-                     "speedup": best["ms_per_step"] / ours["ms_per_step"]})
-        print(f"{config:6s} attn {ours['ms_per_step']:9.1f} ms/step {ours['tokens_per_s']:8.0f} tok/s | "
+                     "speedup": best["ms_per_step"] / ours["ms_per_step"], "model_flops": flops,
+                     "attn_model_gflops": gflops, "attn_fraction_of_gemm": gflops / gemm["gflops"]})
+        print(f"{config:6s} attn {ours['ms_per_step']:9.1f} ms/step {ours['tokens_per_s']:8.0f} tok/s "
+              f"{gflops:6.1f} model GFLOP/s ({100 * gflops / gemm['gflops']:.0f}% of the gemm) "
+              f"{ours['peak_rss_mib']:6.0f} MiB | "
               f"torch {best['ms_per_step']:9.1f} ms/step {best['tokens_per_s']:8.0f} tok/s "
-              f"(OMP_WAIT_POLICY={best['omp_wait_policy']}) | attn/torch speed {rows[-1]['speedup']:.2f}x",
-              flush=True)
+              f"{best['peak_rss_mib']:6.0f} MiB (OMP_WAIT_POLICY={best['omp_wait_policy']}) | "
+              f"attn/torch speed {rows[-1]['speedup']:.2f}x", flush=True)
+    print("MiB: each process's peak resident memory (PyTorch's includes the interpreter and its libraries).")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "date": time.strftime("%Y-%m-%d"), "rows": rows}, f, indent=1)
+            json.dump({"args": vars(args), "date": time.strftime("%Y-%m-%d"), "gemm": gemm, "rows": rows}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":
