@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a CUDA build made for a GPU machine that should not have to compile: the gpu suite's
 # executables, attn-train, attn-translate and bench/attention_gpu, and the shared libraries they need that such a
-# machine lacks (OpenBLAS, SentencePiece, Open MPI's, gfortran's), into one compressed file.
+# machine lacks (OpenBLAS, oneDNN, SentencePiece, Open MPI's, gfortran's), into one compressed file.
 # There, `ATTN_GPU_PREBUILT=FILE scripts/gpu.sh` unpacks it and runs the suite and the
 # benchmarks without configuring or compiling. The CUDA run-time, cuBLAS and NCCL are left
 # out: the GPU machine's toolkit or PyTorch's wheels have them (gpu.sh finds them).
@@ -31,7 +31,7 @@ for exe in "$build"/tests/gpu/gpu_* "${programs[@]}"; do
 done
 # The libraries a GPU machine's image does not have: everything ldd finds outside the C and C++
 # run-times and CUDA's own libraries.
-keep='libopenblas|libgfortran|libquadmath|libgomp|libsentencepiece|libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libudev|libpng'
+keep='libopenblas|libdnnl|libgfortran|libquadmath|libgomp|libsentencepiece|libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libudev|libpng'
 for exe in "$stage"/bin/*; do ldd "$exe"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u \
   | grep -E "/($keep)[^/]*$" | while read -r library; do cp -L "$library" "$stage/lib/"; done
 git rev-parse --short HEAD > "$stage/commit" 2>/dev/null || echo unknown > "$stage/commit"
