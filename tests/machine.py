@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Which machine the tests ran on: the CPU, and the OpenBLAS kernels the test programs get.
+"""Which machine the tests ran on: the CPU, and the OpenBLAS and oneDNN kernels the test programs get.
 
 Debian's OpenBLAS picks its kernels per CPU at run time (OPENBLAS_CORETYPE forces another
-CPU's), and a test of what a model learned sees the numbers they produce, so scripts/test.sh
-prints this first and the learning tests add it to their failure messages.
+CPU's), and so does oneDNN, which multiplies attn's floats when attn is built with it
+(ONEDNN_MAX_CPU_ISA caps its instruction set; ATTN_DNNL=0 leaves the products to OpenBLAS).
+A test of what a model learned sees the numbers they produce, so scripts/test.sh prints this
+first and the learning tests add it to their failure messages.
 
     python3 tests/machine.py
 """
@@ -41,8 +43,24 @@ def openblas():
         return None
 
 
+def onednn():
+    """oneDNN's version, or None when it is not installed."""
+    try:
+        library = ctypes.CDLL("libdnnl.so.2")
+
+        class Version(ctypes.Structure):
+            _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int),
+                        ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint), ("gpu_runtime", ctypes.c_uint)]
+
+        library.dnnl_version.restype = ctypes.POINTER(Version)
+        v = library.dnnl_version().contents
+        return f"{v.major}.{v.minor}.{v.patch}"
+    except (OSError, AttributeError):
+        return None
+
+
 def describe():
-    """One line: CPU, cores, OpenBLAS kernels, and what the environment forces."""
+    """One line: CPU, cores, OpenBLAS and oneDNN kernels, and what the environment forces."""
     model, flags = cpu()
     parts = [f"{model}, {len(os.sched_getaffinity(0))} CPUs"]
     blas = openblas()
@@ -57,6 +75,14 @@ def describe():
         needed = KERNELS_NEED.get(core)
         if needed and flags and needed not in flags:
             parts.append(f"this CPU lacks {needed}: {core} kernels will stop with SIGILL")
+    dnnl = onednn()
+    if dnnl is not None:
+        if os.environ.get("ATTN_DNNL") == "0":
+            parts.append(f"oneDNN {dnnl} (ATTN_DNNL=0: not used)")
+        else:
+            cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+            parts.append(f"oneDNN {dnnl} for float products (if attn was built with it), "
+                         + (f"ONEDNN_MAX_CPU_ISA={cap}" if cap else "its kernels chosen for this CPU"))
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads:
         parts.append(f"OMP_NUM_THREADS={threads}")

@@ -98,6 +98,7 @@ void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
   const index_t k = contraction.a.extents().template extent<K>();
 
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  constexpr index_t small_product = index_t{1} << 16;  // multiply-adds
   auto one_product = [&](index_t i) {
     Eigen::Map<matrix> c(dst.data() + i * m * n, m, n);
     if (m == 0 || n == 0) return;
@@ -112,6 +113,15 @@ void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
     }
     const Eigen::Map<const matrix> a_i(a.data + i * m * k, a.transposed ? k : m, a.transposed ? m : k);
     const Eigen::Map<const matrix> b_i(b.data + i * k * n, b.transposed ? n : k, b.transposed ? k : n);
+    if ((m == 1 || n == 1) && m * n * k <= small_product) {
+      // A small matrix-vector product (a decoding step's attention, one query a head): Eigen's
+      // own loops, as a BLAS call costs more than the product.
+      if (!a.transposed && !b.transposed) c.noalias() = a_i.lazyProduct(b_i);
+      else if (!a.transposed) c.noalias() = a_i.lazyProduct(b_i.transpose());
+      else if (!b.transposed) c.noalias() = a_i.transpose().lazyProduct(b_i);
+      else c.noalias() = a_i.transpose().lazyProduct(b_i.transpose());
+      return;
+    }
     if (!a.transposed && !b.transposed) c.noalias() = a_i * b_i;
     else if (!a.transposed) c.noalias() = a_i * b_i.transpose();
     else if (!b.transposed) c.noalias() = a_i.transpose() * b_i;
