@@ -1,16 +1,53 @@
-// Reductions on the CPU: one Eigen reduction over the named axis, threads sharing the outputs.
+// Reductions on the CPU: one Eigen reduction over the named axis, threads sharing the outputs;
+// sums over the leading axis of stored numbers (a bias's gradient: Σ over rows of dy) as rows
+// added in order.
 #pragma once
 
+#include <algorithm>
+#include <type_traits>
+
+#include "../expr/layout.hpp"
 #include "evaluate.hpp"
 #include "lowering.hpp"
+#include "threads.hpp"
 
 namespace attn::cpu_backend {
+
+namespace detail {
+
+/// out[j] = Σ_r x[r, j] for x [rows, columns]: each thread a range of columns, rows added in
+/// order (the same sums for any thread count). Eigen's reducer for the outer axis of a row-major
+/// tensor reads it with a stride; this reads it as stored.
+template <class T>
+void sum_leading_axis(T* out, const T* x, index_t rows, index_t columns) {
+  constexpr index_t columns_a_piece = 64;  // a cache line or four: no two threads write one
+  // At least ~32k numbers read a thread: below that a fork-join costs more than it saves.
+  const index_t columns_a_thread = std::max<index_t>(columns_a_piece, (index_t{1} << 15) / std::max<index_t>(1, rows));
+  parallel_for(columns, columns_a_piece, columns_a_thread, [&](index_t begin, index_t end) {
+    std::fill(out + begin, out + end, T(0));
+    for (index_t r = 0; r < rows; ++r) {
+      const T* row = x + r * columns;
+      for (index_t j = begin; j < end; ++j) out[j] += row[j];
+    }
+  });
+}
+
+}  // namespace detail
 
 template <class T, class S, class E>
 void reduce_into(const tensor_view<T, S, cpu>& dst, const E& reduction) {
   using source_shape = typename decltype(reduction.a)::shape_type;
   using D = typename E::reduced_dim;
   using Op = typename E::op_type;
+  using Source = decltype(reduction.a);
+  if constexpr (std::is_same_v<Op, op::sum> && source_shape::rank >= 2 && dim_index<source_shape, D> == 0 &&
+                attn::detail::is_viewable<Source> && std::is_same_v<typename Source::value_type, T> &&
+                !is_float16_storage<T>) {
+    const auto x = attn::detail::as_view(reduction.a);
+    const index_t rows = reduction.a.extents().template extent<D>();
+    detail::sum_leading_axis(dst.data(), x.data(), rows, dst.size());
+    return;
+  }
   lowering<decltype(reduction.a)> source(reduction.a);  // in accumulate_t: float for 16-bit operands
   eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
   // A compile-time axis: Eigen picks its vectorised inner- and outer-dimension reducers only

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "../reference.hpp"
 
@@ -93,4 +94,37 @@ TEST_CASE("reducing into one of the operands is safe") {
   totals = attn::sum<d_small>(x);
   for (attn::index_t r = 0; r < 5; ++r)
     CHECK(totals(r) == doctest::Approx(x(r, 0) + x(r, 1) + x(r, 2)));
+}
+
+TEST_CASE_TEMPLATE("a sum over the leading axis of stored numbers (a bias's gradient) matches loops", T, float,
+                   double) {
+  // cpu/reduce.hpp adds such rows in order, each thread a range of columns: sizes of one piece,
+  // of several threads' pieces, with no rows, and over rows merged from two dimensions.
+  using rows = attn::dim<"rows">;
+  using cols = attn::dim<"cols">;
+  const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+  for (const auto& [r, c] : {std::pair<attn::index_t, attn::index_t>{1, 1}, {7, 3}, {300, 257}, {1000, 1000}, {0, 5}}) {
+    CAPTURE(r);
+    CAPTURE(c);
+    attn::tensor<T, attn::shape<rows, cols>> x(r, c);
+    fill_random(x);
+    const auto ref = reference(attn::extents<attn::shape<cols>>(c), [&](const auto& j) {
+      double s = 0;
+      for (attn::index_t i = 0; i < r; ++i) s += double(x(i, j[0]));
+      return s;
+    });
+    const auto sums = attn::eval(attn::sum<rows>(x));
+    if (r == 0) CHECK(std::all_of(sums.data(), sums.data() + c, [](T v) { return v == T(0); }));
+    else CHECK(relative_error(sums.data(), ref) < tol);
+  }
+  attn::tensor<T, s3> y(4, 50);  // [batch, len, 3] summed over batch × len, as grad/linear.hpp does
+  fill_random(y);
+  const auto merged = attn::eval(attn::sum<rows>(attn::merge<batch, len, rows>(y)));
+  const auto ref = reference(attn::extents<attn::shape<d_small>>(), [&](const auto& j) {
+    double s = 0;
+    for (attn::index_t b = 0; b < 4; ++b)
+      for (attn::index_t l = 0; l < 50; ++l) s += double(y(b, l, j[0]));
+    return s;
+  });
+  CHECK(relative_error(merged.data(), ref) < tol);
 }
