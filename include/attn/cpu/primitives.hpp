@@ -367,14 +367,21 @@ struct primitives<cpu> {
     const T b1 = T(c.beta1), b2 = T(c.beta2), rest1 = T(1 - c.beta1), rest2 = T(1 - c.beta2);
     const T step_size = T(c.step_size), root_correction2 = T(c.root_correction2), epsilon = T(c.epsilon);
     for (const adam_tensor<T>& t : tensors) {
+      // With Eigen's arrays, a chunk at a time while it is in the cache: a plain loop is not
+      // vectorised (std::sqrt may set errno). The same operations in the same order, so the same
+      // bits; the square roots exact (Eigen's float sqrt is an approximation under its fast math).
+      using array = Eigen::Array<T, Eigen::Dynamic, 1>;
       cpu_backend::parallel_for(t.size, 16, 1 << 14, [&](index_t begin, index_t end) {
-        for (index_t j = begin; j < end; ++j) {
-          const T g = t.grad[j];
-          T& m = t.first_moment[j];
-          T& v = t.second_moment[j];
+        constexpr index_t chunk = 2048;
+        T root[chunk];
+        for (index_t at = begin; at < end; at += chunk) {
+          const index_t n = std::min(chunk, end - at);
+          const Eigen::Map<const array> g(t.grad + at, n);
+          Eigen::Map<array> m(t.first_moment + at, n), v(t.second_moment + at, n), value(t.value + at, n);
           m = b1 * m + rest1 * g;
           v = b2 * v + rest2 * g * g;
-          t.value[j] -= step_size * m / (std::sqrt(v) * root_correction2 + epsilon);
+          cpu_backend::vector_math::exact_sqrt(root, v.data(), n);
+          value -= step_size * m / (Eigen::Map<const array>(root, n) * root_correction2 + epsilon);
         }
       });
     }

@@ -3,12 +3,18 @@
 // CPU with AVX2 or AVX-512 the same loops run 8 or 16 at a time. Softmax and log-softmax rows
 // (attention weights, next-token log-probabilities over the vocabulary) spend most of their time
 // here. Every width computes the same operations in the same order, so all give the same bits.
+// Also exact square roots over arrays (Adam's √v), which a plain loop would not vectorise.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "../core/config.hpp"
 
@@ -184,6 +190,21 @@ inline float exp_and_sum(float* y, index_t n, isa set = widest()) {
 #endif
   (void)set;
   return detail::exp_and_sum_body(y, n);
+}
+
+/// out[i] = √x[i], correctly rounded (as std::sqrt), four or two at a time with SSE2's sqrtps and
+/// sqrtpd, which x86-64 always has; a loop of std::sqrt is not vectorised, for it may set errno.
+template <class T>
+void exact_sqrt(T* out, const T* x, index_t n) {
+  index_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+  } else if constexpr (std::is_same_v<T, double>) {
+    for (; i + 2 <= n; i += 2) _mm_storeu_pd(out + i, _mm_sqrt_pd(_mm_loadu_pd(x + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = std::sqrt(x[i]);
 }
 
 }  // namespace attn::cpu_backend::vector_math

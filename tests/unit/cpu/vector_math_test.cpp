@@ -1,6 +1,7 @@
 // Tests of include/attn/cpu/vector_math.hpp: exp within a unit in the last place of the exact
 // value over float's whole range, its ends (underflow to 0, ∞, NaN), sums against a double
-// reference, and every vector width this CPU runs giving the bits of the baseline loop.
+// reference, every vector width this CPU runs giving the bits of the baseline loop, and exact
+// square roots.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -89,5 +90,18 @@ TEST_CASE("vector exp: sums against double, and every width this CPU runs gives 
       CHECK(vm::sum_exp(x.data(), n, set) == total);
       CHECK(y == baseline);
     }
+  }
+}
+
+TEST_CASE_TEMPLATE("exact_sqrt: std::sqrt's bits, at every length around the vector width", T, float, double) {
+  for (const index_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 2048}) {
+    CAPTURE(n);
+    std::vector<T> x(static_cast<std::size_t>(n)), root(x.size());
+    for (auto& v : x) v = T(std::uniform_real_distribution<double>(0.0, 1e3)(attn::test::rng()));
+    if (n > 2) x[2] = T(0);
+    vm::exact_sqrt(root.data(), x.data(), n);
+    bool same = true;
+    for (std::size_t i = 0; i < x.size(); ++i) same = same && root[i] == std::sqrt(x[i]);
+    CHECK(same);
   }
 }
