@@ -6,6 +6,7 @@
 // accumulated in float, is rounded once where it is stored: what tensor cores compute.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -113,9 +114,9 @@ void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
     }
     const Eigen::Map<const matrix> a_i(a.data + i * m * k, a.transposed ? k : m, a.transposed ? m : k);
     const Eigen::Map<const matrix> b_i(b.data + i * k * n, b.transposed ? n : k, b.transposed ? k : n);
-    if ((m == 1 || n == 1) && m * n * k <= small_product) {
-      // A small matrix-vector product (a decoding step's attention, one query a head): Eigen's
-      // own loops, as a BLAS call costs more than the product.
+    if (std::min(m, n) <= 8 && m * n * k <= small_product) {
+      // A small product with a side of a few rows (a decoding step's attention: one query a
+      // head, or a sentence's k hypotheses): Eigen's own loops, as a BLAS call costs more.
       if (!a.transposed && !b.transposed) c.noalias() = a_i.lazyProduct(b_i);
       else if (!a.transposed) c.noalias() = a_i.lazyProduct(b_i.transpose());
       else if (!b.transposed) c.noalias() = a_i.transpose().lazyProduct(b_i);

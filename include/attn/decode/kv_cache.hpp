@@ -38,9 +38,9 @@ class kv_cache_decoder {
     ctx_.dropout = nullptr;
     source_ids_ = source_batch(sources, model.pad(), eos);
     const auto source = to_device<Device>(source_ids_);
-    memory_mask_ = nn::padding_mask<nn::activation_t<T>, nn::tgt>(source, 1, model.pad());
     const auto memory = model.encode(ctx_, source);
     for (index_t row = 0; row < rows_; ++row) source_of_.push_back(row);
+    memory_sentences_ = source_of_;
     for (const auto& layer : model.decoder_stack().layers) {
       auto [k, v] = layer.cross_attention.keys_and_values(ctx_, memory);
       layers_.push_back({std::move(k), std::move(v), keys_type(key_tensor(rows_, index_t{0})),
@@ -66,6 +66,19 @@ class kv_cache_decoder {
     copy_from_host<Device>(ids_.data(), last);
     const mask_type no_mask(rows_, 1, step_ + 1);  // the prefix is all visible
 
+    // Rows that come sentence after sentence, the same number of each, attend to the encoder's
+    // keys and values as that many queries of their sentence (beam search's k hypotheses):
+    // one copy of them a sentence, read once, in small products rather than matrix-vector ones.
+    const index_t per_sentence = rows_per_sentence();
+    if (per_sentence > 0 && memory_mask_queries_ != per_sentence) memory_mask_ = sentence_mask(per_sentence);
+    std::vector<std::pair<keys_type, values_type>> row_memory;  // otherwise a copy a row, this step
+    if (per_sentence == 0) {
+      memory_mask_ = sentence_mask(1, true);
+      for (const auto& cache : layers_)
+        row_memory.emplace_back(keys_type(keep_rows(cache.memory_keys.value(), rows_memory_index())),
+                                values_type(keep_rows(cache.memory_values.value(), rows_memory_index())));
+    }
+
     auto x = model_.embedding_layers().target(ctx_, ids_, step_);
     const auto& stack = model_.decoder_stack();
     for (std::size_t i = 0; i < stack.layers.size(); ++i) {
@@ -80,7 +93,16 @@ class kv_cache_decoder {
             return layer.self_attention.attend(ctx_, in, cache.self_keys, cache.self_values, no_mask, step_);
           },
           [&](const auto& in) {
-            return layer.cross_attention.attend(ctx_, in, cache.memory_keys, cache.memory_values, memory_mask_);
+            if (per_sentence == 0)
+              return layer.cross_attention.attend(ctx_, in, row_memory[i].first, row_memory[i].second, memory_mask_);
+            if (per_sentence == 1)  // greedy search: a row is a sentence
+              return layer.cross_attention.attend(ctx_, in, cache.memory_keys, cache.memory_values, memory_mask_);
+            using input = std::decay_t<decltype(in)>;
+            const index_t sentences = rows_ / per_sentence;
+            const auto queries = regrouped<input>(in, sentences, per_sentence);
+            return regrouped<input>(
+                layer.cross_attention.attend(ctx_, queries, cache.memory_keys, cache.memory_values, memory_mask_),
+                rows_, 1);
           });
     }
     if constexpr (C::norm == nn::norm_placement::pre) x = stack.final_norm(ctx_, x);
@@ -101,41 +123,86 @@ class kv_cache_decoder {
     if (same) return;  // greedy search's steps where no sentence ended
     std::vector<index_t> source_of(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i) source_of[i] = source_of_[std::size_t(rows[i])];
-    // Beam search reorders hypotheses within their sentence at every step; the encoder's keys and
-    // values of a row are its sentence's, so they move only when rows change sentence.
-    const bool memory_moves = source_of != source_of_;
-    if (memory_moves) {
-      for (auto& cache : layers_) {
-        cache.memory_keys = keys_type(keep_rows(cache.memory_keys.value(), rows));
-        cache.memory_values = values_type(keep_rows(cache.memory_values.value(), rows));
-      }
-    }
     // The self-attention caches move with the next step's copy (extended): their rows in the
     // new order, rows[i] of the rows they hold now.
     std::vector<index_t> cache_rows(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i)
       cache_rows[i] = cache_rows_.empty() ? rows[i] : cache_rows_[std::size_t(rows[i])];
     cache_rows_ = std::move(cache_rows);
-    if (memory_moves) {
-      const index_t length = source_ids_.template extent<nn::src>();  // host rows: a copy, no device primitive
-      tensor<nn::token, shape<nn::batch, nn::src>, cpu> kept(index_t(rows.size()), length);
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        std::copy_n(source_ids_.data() + rows[i] * length, length, kept.data() + index_t(i) * length);
-      source_ids_ = std::move(kept);
-      memory_mask_ = mask_type::of_tokens(std::span<const nn::token>(source_ids_.data(), std::size_t(source_ids_.size())),
-                                          index_t(rows.size()), 1, model_.pad(), false);
-    }
     source_of_ = std::move(source_of);
     rows_ = index_t(rows.size());
+    // The encoder's keys and values are kept a sentence each: they move only when a sentence
+    // has no row left (it finished), and then only the sentences that go on.
+    std::vector<index_t> live;
+    for (const index_t sentence : source_of_)
+      if (std::find(live.begin(), live.end(), sentence) == live.end()) live.push_back(sentence);
+    std::sort(live.begin(), live.end());
+    if (live == memory_sentences_) return;
+    std::vector<index_t> kept(live.size());
+    for (std::size_t i = 0; i < live.size(); ++i) kept[i] = memory_index(live[i]);
+    for (auto& cache : layers_) {
+      cache.memory_keys = keys_type(keep_rows(cache.memory_keys.value(), kept));
+      cache.memory_values = values_type(keep_rows(cache.memory_values.value(), kept));
+    }
+    source_ids_ = host_rows(source_ids_, kept);
+    memory_sentences_ = std::move(live);
+    memory_mask_queries_ = 0;  // remade for the sentences that are left
   }
 
  private:
   struct layer_cache {
-    keys_type memory_keys;  // encoder-decoder attention: [rows, heads, source, d_k], fixed
+    keys_type memory_keys;  // encoder-decoder attention: [sentences, heads, source, d_k], fixed
     values_type memory_values;
     keys_type self_keys;  // decoder self-attention: [rows, heads, positions, d_k]
     values_type self_values;
   };
+
+  /// Where sentence `sentence` (an index into the sources) sits in the memory tensors.
+  index_t memory_index(index_t sentence) const {
+    return index_t(std::lower_bound(memory_sentences_.begin(), memory_sentences_.end(), sentence) -
+                   memory_sentences_.begin());
+  }
+  /// Each row's sentence's place in the memory tensors.
+  std::vector<index_t> rows_memory_index() const {
+    std::vector<index_t> at(source_of_.size());
+    for (std::size_t i = 0; i < at.size(); ++i) at[i] = memory_index(source_of_[i]);
+    return at;
+  }
+  /// n when the rows are n of the memory's first sentence, then n of its second, and so on for
+  /// every sentence it holds; else 0.
+  index_t rows_per_sentence() const {
+    const index_t sentences = index_t(memory_sentences_.size());
+    if (sentences == 0 || rows_ % sentences != 0) return 0;
+    const index_t n = rows_ / sentences;
+    for (index_t row = 0; row < rows_; ++row)
+      if (source_of_[std::size_t(row)] != memory_sentences_[std::size_t(row / n)]) return 0;
+    return n;
+  }
+  /// The sources' padding as a mask [sentences, queries, source] for `queries` queries a
+  /// sentence, or for each row's sentence (by_row, one query a row).
+  mask_type sentence_mask(index_t queries, bool by_row = false) {
+    memory_mask_queries_ = by_row ? 0 : queries;
+    const auto ids = by_row ? host_rows(source_ids_, rows_memory_index()) : source_ids_;
+    return mask_type::of_tokens(std::span<const nn::token>(ids.data(), std::size_t(ids.size())),
+                                ids.template extent<nn::batch>(), queries, model_.pad(), false);
+  }
+  /// Rows `rows` of host token ids, in that order.
+  static tensor<nn::token, shape<nn::batch, nn::src>, cpu> host_rows(const tensor<nn::token, shape<nn::batch, nn::src>, cpu>& ids,
+                                                                    const std::vector<index_t>& rows) {
+    const index_t length = ids.template extent<nn::src>();
+    tensor<nn::token, shape<nn::batch, nn::src>, cpu> kept(index_t(rows.size()), length);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(ids.data() + rows[i] * length, length, kept.data() + index_t(i) * length);
+    return kept;
+  }
+  /// The same numbers as [batch, length, d_model]: rows of one position a sentence's queries,
+  /// and back.
+  template <class Variable, class From>
+  static Variable regrouped(const From& x, index_t batch, index_t length) {
+    typename Variable::tensor_type y(extents<typename Variable::shape_type>(batch, length), uninitialized);
+    memory<Device>::copy(y.data(), x.value().data(), y.bytes());
+    return Variable(std::move(y));
+  }
 
   /// A self-attention cache [rows, heads, step_, depth] one position longer, in one copy: its
   /// rows in the order keep() asked for since the last step (cache_rows_; none: as they are),
@@ -170,8 +237,10 @@ class kv_cache_decoder {
   index_t rows_;
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
+  std::vector<index_t> memory_sentences_;  // the sentences the memory tensors hold, in order
+  index_t memory_mask_queries_ = 0;  // queries a sentence memory_mask_ was made for (0: a row each)
   std::vector<index_t> cache_rows_;  // the self-attention caches' row for each row; empty: the same row
-  tensor<nn::token, shape<nn::batch, nn::src>, cpu> source_ids_{index_t{0}, index_t{0}};  // the rows' sentences, for their mask
+  tensor<nn::token, shape<nn::batch, nn::src>, cpu> source_ids_{index_t{0}, index_t{0}};  // memory_sentences_' ids
   mask_type memory_mask_;
   tensor<nn::token, shape<nn::batch, nn::tgt>, Device> ids_{index_t{0}, index_t{1}};  // this step's tokens
   std::vector<layer_cache> layers_;

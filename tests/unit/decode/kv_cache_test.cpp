@@ -74,6 +74,34 @@ TEST_CASE_TEMPLATE("decode: every step's log-probabilities with the cache equal 
   CHECK(cached.steps() == index_t(last.size()));
 }
 
+// The encoder's keys and values are kept a sentence each: rows that come k to a sentence attend
+// to them as k queries of their sentence; other orders of rows read a copy a row.
+TEST_CASE_TEMPLATE("decode: a sentence's rows as its queries, a sentence finishing, and uneven rows, equal recomputing",
+                   C, test::micro, test::micro_pre_norm, test::micro_mqa) {
+  const nn::transformer<double, C> model(vocabulary, 12, pad);
+  decode::kv_cache_decoder<double, C> cached(model, sources, eos);
+  decode::recomputing_decoder<double, C> full(model, sources, eos);
+  // Two rows a sentence; the pair of each swapped; sentence 2 done (two rows each of 0 and 1);
+  // then sentence 0 with one row and sentence 1 with two (uneven); then two of sentence 1 alone.
+  const std::vector<std::vector<token>> last{{bos, bos, bos}, {7, 4, 9, 9, 5, 6}, {12, 5, 6, 6, 8, 8},
+                                             {6, 7, 8, 9}, {4, 5, 6}, {7, 8}};
+  const std::vector<std::vector<index_t>> keep{{0, 0, 1, 1, 2, 2}, {1, 0, 3, 2, 5, 4}, {0, 1, 2, 3}, {0, 2, 3}, {2, 1}};
+  std::vector<float> with_cache, without;
+  for (std::size_t step = 0; step < last.size(); ++step) {
+    CAPTURE(step);
+    cached.score(last[step], with_cache);
+    full.score(last[step], without);
+    REQUIRE(with_cache.size() == without.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < without.size(); ++i) worst = std::max(worst, std::abs(double(with_cache[i]) - without[i]));
+    CHECK(worst < 1e-6);
+    if (step < keep.size()) {
+      cached.keep(keep[step]);
+      full.keep(keep[step]);
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("decode: cached and uncached greedy and beam search give the same translations", C, test::micro,
                    test::micro_pre_norm, test::micro_learned_untied) {
   const auto model = peaked_model<C>(5);
