@@ -2,6 +2,8 @@
 // (§5): shared BPE vocabulary, token-budget batches, label smoothing, Adam with equation (3),
 // dropout, checkpoints, validation, and data-parallel processes under mpirun.
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -55,6 +58,30 @@ extern "C" void on_stop_signal(int signal) {
     std::signal(signal, SIG_DFL);
     std::raise(signal);
   }
+}
+
+/// SIGINT and SIGTERM blocked in this thread and every thread it starts later (OpenMP's), and
+/// taken by a thread of their own that waits for them. A handler must not run on a thread that
+/// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
+/// heap, and the handler's frame is written there (oneDNN issue #4845; Debian 12 has 2.6.3).
+/// The handlers installed in main stay for threads started before this (an MPI library's).
+void take_stop_signals_on_their_own_thread() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+  std::thread([stops] {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&stops, &signal) != 0) continue;
+      if (stop_signal().exchange(signal) != 0) {  // a second one ends the process at once
+        std::signal(signal, SIG_DFL);
+        pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+        std::raise(signal);
+      }
+    }
+  }).detach();
 }
 
 /// A process started by mpirun, srun or another PMI launcher.
@@ -325,6 +352,9 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  take_stop_signals_on_their_own_thread();
   communicators communicators;
   try {
     communicators = make_communicator(o, &argc, &argv);
@@ -336,8 +366,6 @@ int main(int argc, char** argv) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
     return train(o, *comm);
