@@ -64,7 +64,8 @@ extern "C" void on_stop_signal(int signal) {
 /// taken by a thread of their own that waits for them. A handler must not run on a thread that
 /// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
 /// heap, and the handler's frame is written there (oneDNN issue #4845; Debian 12 has 2.6.3).
-/// The handlers installed in main stay for threads started before this (an MPI library's).
+/// Called once the communicator is up, before any computing thread starts: the handlers main
+/// installs first stay for the threads an MPI library started before this, which compute nothing.
 void take_stop_signals_on_their_own_thread() {
   sigset_t stops;
   sigemptyset(&stops);
@@ -352,9 +353,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  take_stop_signals_on_their_own_thread();
   communicators communicators;
   try {
     communicators = make_communicator(o, &argc, &argv);
@@ -366,6 +364,9 @@ int main(int argc, char** argv) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  take_stop_signals_on_their_own_thread();
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
     return train(o, *comm);

@@ -1,6 +1,7 @@
 // Progress line, metrics log and plots of attn-train.
 #include "report.hpp"
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -146,7 +147,17 @@ int run_gnuplot(const std::filesystem::path& script) {
   std::string program = "gnuplot", argument = script.string();
   char* argv[] = {program.data(), argument.data(), nullptr};
   pid_t child = 0;
-  if (posix_spawnp(&child, "gnuplot", nullptr, nullptr, argv, environ) != 0) return -1;
+  // gnuplot starts with no signal blocked: the trainer blocks SIGINT and SIGTERM in its threads
+  // (main.cpp), and a spawned program would inherit that mask.
+  posix_spawnattr_t attributes;
+  if (posix_spawnattr_init(&attributes) != 0) return -1;
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  const int spawned = posix_spawnp(&child, "gnuplot", nullptr, &attributes, argv, environ);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) return -1;
   int status = 0;
   while (waitpid(child, &status, 0) < 0)
     if (errno != EINTR) return -1;

@@ -42,7 +42,9 @@ inline bool supports(isa set) {
 #if ATTN_VECTOR_DISPATCH
   __builtin_cpu_init();
   switch (set) {
-    case isa::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    case isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl");
     case isa::avx2: return __builtin_cpu_supports("avx2");
     case isa::baseline: return true;
   }
@@ -68,11 +70,13 @@ namespace detail {
 
 inline constexpr float exp_lowest = -87.33654f, exp_highest = 88.72283f;
 
-/// x within [exp_lowest, exp_highest] (NaN stays NaN). Quiet comparisons: no floating-point
-/// exception for NaN, so the compiler may evaluate both and select.
+/// x within [exp_lowest, exp_highest], NaN as 0 (exp_ends makes its result NaN again; a NaN
+/// would otherwise reach a float-to-integer conversion). Quiet comparisons: no floating-point
+/// exception for NaN, so the compiler may evaluate them all and select.
 ATTN_ALWAYS_INLINE float exp_clamp(float x) {
   const float low = std::isless(x, exp_lowest) ? exp_lowest : x;
-  return std::isgreater(low, exp_highest) ? exp_highest : low;
+  const float within = std::isgreater(low, exp_highest) ? exp_highest : low;
+  return std::isunordered(x, x) ? 0.0f : within;
 }
 
 /// exp(c) for c within [exp_lowest, exp_highest].
@@ -97,14 +101,15 @@ ATTN_ALWAYS_INLINE float exp_within(float c) {
   return p * std::bit_cast<float>((half + 127) << 23) * std::bit_cast<float>((e - half + 127) << 23);
 }
 
-/// exp(x) from y = exp_within(exp_clamp(x)): 0 below the range, ∞ above it, y within. On the
-/// bits, with integer selects: the compiler vectorises those (a select feeding a float product
-/// it would turn into branches).
+/// exp(x) from y = exp_within(exp_clamp(x)): 0 below the range, ∞ above it, NaN for NaN, y
+/// within. On the bits, with integer selects: the compiler vectorises those (a select feeding a
+/// float product it would turn into branches).
 ATTN_ALWAYS_INLINE float exp_ends(float x, float y) {
   const bool below = std::isless(x, exp_lowest), above = std::isgreater(x, exp_highest);
   const std::uint32_t keep = below || above ? 0u : ~0u;
   const std::uint32_t infinity = above ? 0x7f800000u : 0u;
-  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(y) & keep) | infinity);
+  const std::uint32_t nan = std::isunordered(x, x) ? 0x7fc00000u : 0u;
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(y) & keep) | infinity | nan);
 }
 
 /// Lanes of the partial sums: a fixed number, so that the order of additions is the same

@@ -69,7 +69,8 @@ class kv_cache_decoder {
     // Rows that come sentence after sentence, the same number of each, attend to the encoder's
     // keys and values as that many queries of their sentence (beam search's k hypotheses):
     // one copy of them a sentence, read once, in small products rather than matrix-vector ones.
-    const index_t per_sentence = rows_per_sentence();
+    // (Not while attention weights are recorded: the record keeps a row's weights as its own.)
+    const index_t per_sentence = ctx_.attention == nullptr ? rows_per_sentence() : 0;
     if (per_sentence > 0 && memory_mask_queries_ != per_sentence) memory_mask_ = sentence_mask(per_sentence);
     std::vector<std::pair<keys_type, values_type>> row_memory;  // otherwise a copy a row, this step
     if (per_sentence == 0) {
