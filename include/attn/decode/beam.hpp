@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "row_scan.hpp"
 #include "search.hpp"
 
 namespace attn::decode {
@@ -44,7 +45,8 @@ struct sentence_beam {
 /// The `count` most probable extensions of one row, appended to `out` most probable first
 /// (the lower token id first among equals). Rows at the maximum length may only end; padding
 /// and the start symbol are never extensions. One pass over the vocabulary that keeps the best
-/// so far in order: most tokens fall below the last kept one at a single comparison.
+/// so far in order: most tokens fall below the last kept one, a block of them at a time
+/// (first_above).
 inline void best_extensions(const float* log_probs, index_t vocabulary, const live_hypothesis& h, index_t parent,
                             bool must_end, const search_options& options, std::size_t count,
                             std::vector<candidate>& out) {
@@ -58,8 +60,9 @@ inline void best_extensions(const float* log_probs, index_t vocabulary, const li
   float threshold = -std::numeric_limits<float>::infinity();
   bool full = false;
   for (index_t v = 0; v < vocabulary; ++v) {
+    if (full && (v = first_above(log_probs, v, vocabulary, threshold)) == vocabulary) break;
     const float p = log_probs[v];
-    if ((full && !(p > threshold)) || !options.may_output(token(v))) continue;
+    if (!options.may_output(token(v))) continue;
     if (!full) out.emplace_back();
     std::size_t at = out.size() - 1;  // the slot freed at the end; move worse ones down into it
     for (; at > first && log_probs[out[at - 1].next] < p; --at) out[at] = out[at - 1];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "row_scan.hpp"
 #include "search.hpp"
 
 namespace attn::decode {
@@ -32,12 +33,8 @@ std::vector<hypothesis> greedy_search(Scorer& scorer, std::span<const index_t> s
       const float* p = log_probs.data() + row * std::size_t(vocabulary);
       hypothesis& h = results[sentence_of[row]];
       const bool at_limit = index_t(h.tokens.size()) >= max_output_length(source_lengths[sentence_of[row]], options);
-      token best = options.eos;
-      if (!at_limit) {
-        best = -1;  // the lowest id wins ties, the end symbol included, as in beam search
-        for (token t = 0; t < token(vocabulary); ++t)
-          if (options.may_output(t) && (best < 0 || p[t] > p[best])) best = t;
-      }
+      // The lowest id wins ties, the end symbol included, as in beam search.
+      const token best = at_limit ? options.eos : most_probable(p, vocabulary, options);
       h.log_prob += p[best];
       if (best == options.eos) {
         h.score = h.log_prob / length_penalty(h.tokens.size() + 1, options.alpha);
