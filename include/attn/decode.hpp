@@ -5,5 +5,6 @@
 #include "decode/greedy.hpp"
 #include "decode/kv_cache.hpp"
 #include "decode/recompute.hpp"
+#include "decode/row_scan.hpp"
 #include "decode/score.hpp"
 #include "decode/search.hpp"

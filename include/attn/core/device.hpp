@@ -21,6 +21,11 @@ struct cuda {};
 template <class D>
 concept device = std::same_as<D, cpu> || std::same_as<D, cuda>;
 
+/// Whether the host reads and writes a device's memory in place (its tensors' data() are host
+/// pointers), so that results bound for the host may be written there directly.
+template <class D>
+inline constexpr bool host_addressable = std::same_as<D, cpu>;
+
 /// How a device allocates, frees and copies raw bytes. Specialised per device; using a
 /// device whose backend header was not included fails as an incomplete type.
 template <class Device>

@@ -26,14 +26,19 @@ class kv_cache_decoder {
   using values_type = typename attention::template value_heads<nn::batch>;
   using key_tensor = typename keys_type::tensor_type;
   using value_tensor = typename values_type::tensor_type;
-  using mask_type = nn::attention_mask<nn::activation_t<T>, nn::batch, nn::tgt, Device>;
+  using activation = nn::activation_t<T>;
+  using mask_type = nn::attention_mask<activation, nn::batch, nn::tgt, Device>;
 
  public:
   /// Encodes `sources` (token ids without the end symbol, which is added) once. `ctx` may carry
   /// an attention record; it never carries a tape.
   kv_cache_decoder(const nn::transformer<T, C, Device>& model, std::span<const std::vector<token>> sources, token eos,
                    nn::context ctx = nn::inference())
-      : model_(model), ctx_(ctx), rows_(index_t(sources.size())), memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
+      : model_(model),
+        ctx_(ctx),
+        rows_(index_t(sources.size())),
+        output_columns_(permute<typename C::d_model, nn::vocab>(cast<activation>(model.embedding_layers().output_table().value()))),
+        memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
     ctx_.tape = nullptr;
     ctx_.dropout = nullptr;
     source_ids_ = source_batch(sources, model.pad(), eos);
@@ -107,7 +112,11 @@ class kv_cache_decoder {
           });
     }
     if constexpr (C::norm == nn::norm_placement::pre) x = stack.final_norm(ctx_, x);
-    next_token_log_probs(model_.embedding_layers().logits(ctx_, x).value(), log_probs);
+    // The pre-softmax projection x · Eᵀ (paper §3.4) as x · (Eᵀ stored): on the CPU a product
+    // of a few rows by a transposed matrix runs at half the rate of one by a stored matrix.
+    next_token_log_probs(tensor<activation, shape<nn::batch, nn::tgt, nn::vocab>, Device>(
+                             contract<typename C::d_model>(x.value(), output_columns_)),
+                         log_probs);
     cache_rows_.clear();
     ++step_;
   }
@@ -236,6 +245,7 @@ class kv_cache_decoder {
   const nn::transformer<T, C, Device>& model_;
   nn::context ctx_;
   index_t rows_;
+  tensor<activation, shape<typename C::d_model, nn::vocab>, Device> output_columns_;  // Eᵀ of the output projection
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
   std::vector<index_t> memory_sentences_;  // the sentences the memory tensors hold, in order

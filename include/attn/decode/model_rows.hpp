@@ -43,15 +43,20 @@ tensor<T, shape<B, Rest...>, Device> keep_rows(const tensor<T, shape<B, Rest...>
 }
 
 /// log softmax over the vocabulary of logits [rows, 1, vocab], written row after row to `out`:
-/// one pass of the device's row kernel, then one copy to the host.
+/// one pass of the device's row kernel, into `out` itself where the host addresses the
+/// device's memory, else into a tensor copied to the host once.
 template <class T, class L, class Device>
 void next_token_log_probs(const tensor<T, shape<nn::batch, L, nn::vocab>, Device>& logits, std::vector<float>& out) {
   using A = accumulate_t<T>;
   const index_t width = logits.template extent<nn::vocab>();
   const index_t rows = width == 0 ? 0 : logits.size() / width;
+  out.resize(std::size_t(logits.size()));
+  if constexpr (std::is_same_v<A, float> && host_addressable<Device>) {
+    primitives<Device>::log_softmax_rows(out.data(), logits.data(), rows, width);
+    return;
+  }
   tensor<A, shape<nn::batch, L, nn::vocab>, Device> log_probs(logits.extents(), uninitialized);
   primitives<Device>::log_softmax_rows(log_probs.data(), logits.data(), rows, width);
-  out.resize(std::size_t(log_probs.size()));
   if constexpr (std::is_same_v<A, float>) {
     memory<Device>::copy_to_host(out.data(), log_probs.data(), log_probs.bytes());
   } else {

@@ -88,6 +88,8 @@ class embeddings {
   }
 
   index_t vocabulary_size() const { return source_.extents().template extent<vocab>(); }
+  /// E of the pre-softmax projection x · Eᵀ (the source table when embeddings are tied).
+  const table_type& output_table() const { return output_; }
 
   void collect(grad::parameter_list<P, Device>& list) {
     if constexpr (C::tied_embeddings) {
