@@ -231,13 +231,21 @@ struct primitives<cpu> {
   }
 
   /// out = x − max − log Σ exp(x − max) along each row x of `in`: next-token log-probabilities
-  /// in three passes over a row while it is in the cache, in accumulate_t<T>.
+  /// in three passes over a row while it is in the cache (max, sum, out), in accumulate_t<T>.
   template <class T>
   static void log_softmax_rows(accumulate_t<T>* out, const T* in, index_t rows, index_t width) {
     if (width == 0) return;
     if constexpr (is_float16_storage<T>) {
       const auto x = widen(in, rows * width);
       log_softmax_rows(out, x.data(), rows, width);
+    } else if constexpr (std::is_same_v<T, float>) {
+      cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {
+        for (index_t r = begin; r < end; ++r) {
+          const float* x = in + r * width;
+          const float largest = Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>>(x, width).maxCoeff();
+          cpu_backend::vector_math::log_softmax(out + r * width, x, width, largest);
+        }
+      });
     } else {
       using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
       cpu_backend::parallel_for(rows, 1, rows_per_piece(width), [&](index_t begin, index_t end) {

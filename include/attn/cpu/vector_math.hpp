@@ -3,7 +3,8 @@
 // CPU with AVX2 or AVX-512 the same loops run 8 or 16 at a time. Softmax and log-softmax rows
 // (attention weights, next-token log-probabilities over the vocabulary) spend most of their time
 // here. Every width computes the same operations in the same order, so all give the same bits.
-// Also exact square roots over arrays (Adam's √v), which a plain loop would not vectorise.
+// A row's log softmax too (sum of exponentials, one pass out). Also exact square
+// roots over arrays (Adam's √v), which a plain loop would not vectorise.
 #pragma once
 
 #include <algorithm>
@@ -161,6 +162,22 @@ ATTN_ALWAYS_INLINE float exp_and_sum_body(float* y, index_t n) {
   return sum_of_partials(partial);
 }
 
+/// y = x − m − log Σ exp(x − m) for m = `largest`: x − m rounded to float before its exp and
+/// before the log is taken from it, as two passes over a stored x − m would; here one pass reads
+/// x for the sum and one writes y.
+ATTN_ALWAYS_INLINE void log_softmax_body(float* y, const float* x, index_t n, float largest) {
+  float partial[lanes] = {};
+  float e[block];
+  for (index_t start = 0; start < n; start += block) {
+    const index_t count = std::min(block, n - start);
+    for (index_t j = 0; j < count; ++j) e[j] = x[start + j] - largest;
+    exp_block(e, e, count);
+    add_to_partials(partial, e, count);
+  }
+  const float log_sum = std::log(sum_of_partials(partial));
+  for (index_t i = 0; i < n; ++i) y[i] = (x[i] - largest) - log_sum;
+}
+
 // One copy of each loop per instruction set; the bodies above are inlined into each and
 // vectorised for it.
 #if ATTN_VECTOR_DISPATCH
@@ -170,6 +187,12 @@ ATTN_AVX512 inline float sum_exp_avx512(const float* x, index_t n) { return sum_
 ATTN_AVX2 inline float sum_exp_avx2(const float* x, index_t n) { return sum_exp_body(x, n); }
 ATTN_AVX512 inline float exp_and_sum_avx512(float* y, index_t n) { return exp_and_sum_body(y, n); }
 ATTN_AVX2 inline float exp_and_sum_avx2(float* y, index_t n) { return exp_and_sum_body(y, n); }
+ATTN_AVX512 inline void log_softmax_avx512(float* y, const float* x, index_t n, float largest) {
+  log_softmax_body(y, x, n, largest);
+}
+ATTN_AVX2 inline void log_softmax_avx2(float* y, const float* x, index_t n, float largest) {
+  log_softmax_body(y, x, n, largest);
+}
 #undef ATTN_AVX512
 #undef ATTN_AVX2
 #endif
@@ -195,6 +218,18 @@ inline float exp_and_sum(float* y, index_t n, isa set = widest()) {
 #endif
   (void)set;
   return detail::exp_and_sum_body(y, n);
+}
+
+/// y[i] = x[i] − m − log Σ exp(x[j] − m) for i < n, m = `largest` (x's largest number, which
+/// the caller finds: compilers leave a max over floats scalar; y and x may be the same): a row's
+/// log softmax, with the sum as sum_exp adds.
+inline void log_softmax(float* y, const float* x, index_t n, float largest, isa set = widest()) {
+#if ATTN_VECTOR_DISPATCH
+  if (set == isa::avx512) return detail::log_softmax_avx512(y, x, n, largest);
+  if (set == isa::avx2) return detail::log_softmax_avx2(y, x, n, largest);
+#endif
+  (void)set;
+  detail::log_softmax_body(y, x, n, largest);
 }
 
 /// out[i] = √x[i], correctly rounded (as std::sqrt), four or two at a time with SSE2's sqrtps and

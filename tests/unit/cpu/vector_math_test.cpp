@@ -1,7 +1,7 @@
 // Tests of include/attn/cpu/vector_math.hpp: exp within a unit in the last place of the exact
 // value over float's whole range, its ends (underflow to 0, ∞, NaN), sums against a double
-// reference, every vector width this CPU runs giving the bits of the baseline loop, and exact
-// square roots.
+// reference, every vector width this CPU runs giving the bits of the baseline loop, a row's log
+// softmax, and exact square roots.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -90,6 +90,46 @@ TEST_CASE("vector exp: sums against double, and every width this CPU runs gives 
       CHECK(vm::sum_exp(x.data(), n, set) == total);
       CHECK(y == baseline);
     }
+  }
+}
+
+TEST_CASE("log_softmax: the bits of x − max stored, sum_exp and a subtraction; near double; every width the same") {
+  const auto sets = supported_sets();
+  for (const index_t n : {1, 2, 15, 16, 17, 255, 256, 257, 4003}) {
+    CAPTURE(n);
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (auto& v : x) v = float(std::uniform_real_distribution<double>(-30.0, 5.0)(attn::test::rng()));
+    if (n > 3) x[1] = -std::numeric_limits<float>::infinity();  // a masked entry: -inf out, adds nothing
+    if (n > 40) x[n - 3] = 6.0f;  // the largest, late in the row
+    // The three passes log_softmax replaces.
+    float largest = x[0];
+    for (const float v : x) largest = std::max(largest, v);
+    std::vector<float> expected(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) expected[i] = x[i] - largest;
+    const float log_sum = std::log(vm::sum_exp(expected.data(), n, vm::isa::baseline));
+    for (auto& v : expected) v -= log_sum;
+    double exact_sum = 0;
+    for (const float v : x) exact_sum += std::exp(double(v) - double(largest));
+    for (const auto set : sets) {
+      CAPTURE(int(set));
+      std::vector<float> y(x.size());
+      vm::log_softmax(y.data(), x.data(), n, largest, set);
+      CHECK(y == expected);
+      double worst = 0;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (std::isfinite(x[i]))
+          worst = std::max(worst, std::abs(double(y[i]) - (double(x[i]) - double(largest) - std::log(exact_sum))));
+      CHECK(worst < 1e-5);
+      std::vector<float> in_place = x;
+      vm::log_softmax(in_place.data(), in_place.data(), n, largest, set);
+      CHECK(in_place == expected);
+    }
+  }
+  // A NaN anywhere makes the row NaN.
+  std::vector<float> x = {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f}, y(3);
+  for (const auto set : sets) {
+    vm::log_softmax(y.data(), x.data(), 3, 2.0f, set);
+    for (const float v : y) CHECK(std::isnan(v));
   }
 }
 
