@@ -120,6 +120,34 @@ void select_and_copy() {
                   reference(extents<shape<rows_dim, attn::dim<"eleven">>>(rows, 11), [&](auto i) {
                     return i[1] < 5 ? double(in.data()[i[0] * width + 3 + i[1]]) : -2.0;
                   }));
+
+  // The same blocks from the rows `sources` names, in its order.
+  const std::vector<index_t> sources = {4, 4, 0, 5, 1, 2};
+  prims::fill(to.view().data(), rows * 11, T{-2});
+  prims::copy_blocks(to.view().data(), 11, device_in.data() + 3, width, 5, rows, sources.data());
+  compare_guarded("copy_blocks from sources " + type_name<T>(), to,
+                  reference(extents<shape<rows_dim, attn::dim<"eleven">>>(rows, 11), [&](auto i) {
+                    return i[1] < 5 ? double(in.data()[sources[std::size_t(i[0])] * width + 3 + i[1]]) : -2.0;
+                  }));
+
+  // Enough blocks for the CPU's threads to share them (64 KiB each), reversed.
+  using many_dim = attn::dim<"blocks">;
+  using block_dim = attn::dim<"block">;
+  const index_t many = 4099, block = 40;
+  const auto big = random_host<T>(extents<shape<many_dim, block_dim>>(many, block));
+  std::vector<index_t> reversed(static_cast<std::size_t>(many));
+  for (index_t i = 0; i < many; ++i) reversed[std::size_t(i)] = many - 1 - i;
+  for (const bool reorder : {false, true}) {
+    guarded<T, shape<many_dim, block_dim>> copied(extents<shape<many_dim, block_dim>>(many, block));
+    prims::copy_blocks(copied.view().data(), block, upload(big).data(), block, block, many,
+                       reorder ? reversed.data() : nullptr);
+    compare_guarded(std::string("copy_blocks of ") + std::to_string(many) + (reorder ? " reversed " : " ") +
+                        type_name<T>(),
+                    copied, reference(extents<shape<many_dim, block_dim>>(many, block), [&](auto i) {
+                      const index_t row = reorder ? reversed[std::size_t(i[0])] : i[0];
+                      return double(big.data()[row * block + i[1]]);
+                    }));
+  }
 }
 
 template <class T>

@@ -154,6 +154,15 @@ __global__ void select_rows(T* out, const T* in, index_t width, const index_t* k
 }
 
 template <class T>
+__global__ void copy_blocks_from(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block,
+                                 const index_t* sources, index_t count) {
+  for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const T* source = from + sources[i] * from_stride;
+    for (index_t c = threadIdx.x; c < block; c += blockDim.x) to[i * to_stride + c] = source[c];
+  }
+}
+
+template <class T>
 __global__ void dropout_mask(T* mask, index_t count, double p, random_stream stream, std::uint64_t start, T kept) {
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<index_t>(gridDim.x) * blockDim.x)
@@ -631,10 +640,18 @@ struct primitives<cuda> {
   }
 
   template <class T>
-  static void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count) {
+  static void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count,
+                          const index_t* sources = nullptr) {
     if (block == 0 || count == 0) return;
-    ATTN_CUDA_CHECK(cudaMemcpy2DAsync(to, sizeof(T) * to_stride, from, sizeof(T) * from_stride, sizeof(T) * block,
-                                      std::size_t(count), cudaMemcpyDeviceToDevice, cuda_backend::stream()));
+    if (sources == nullptr) {
+      ATTN_CUDA_CHECK(cudaMemcpy2DAsync(to, sizeof(T) * to_stride, from, sizeof(T) * from_stride, sizeof(T) * block,
+                                        std::size_t(count), cudaMemcpyDeviceToDevice, cuda_backend::stream()));
+      return;
+    }
+    const auto on_device = cuda_backend::detail::upload(std::span<const index_t>(sources, std::size_t(count)));
+    cuda_backend::primitive_kernels::copy_blocks_from<<<grid(count), row_block(block), 0, cuda_backend::stream()>>>(
+        to, to_stride, from, from_stride, block, static_cast<const index_t*>(on_device.get()), count);
+    ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
   template <class T>

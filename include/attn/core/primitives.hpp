@@ -78,8 +78,9 @@ struct cross_entropy_totals {
 ///       16-bit T each row of the table gathers its additions in float and is rounded once.
 ///   select_rows(out, in, rows, width, keep, count)          keep: host
 ///       out[i, :] = in[keep[i], :]; throws extent_error for a row outside [0, rows).
-///   copy_blocks(to, to_stride, from, from_stride, block, count)
-///       count blocks of `block` elements from every from_stride-th to every to_stride-th.
+///   copy_blocks(to, to_stride, from, from_stride, block, count, sources = nullptr)   sources: host
+///       count blocks of `block` elements from every from_stride-th to every to_stride-th; with
+///       `sources`, block i of `to` is block sources[i] of `from` (a decoding cache's rows reordered).
 ///   dropout_mask(mask, count, p, stream, start)
 ///       mask[i] = (stream.uniform(start + i) ≥ p) / (1 − p): the same numbers on every device.
 ///   attention_mask(bias, key_ids, sentences, queries, keys, pad, causal, masked)

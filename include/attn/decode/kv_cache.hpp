@@ -224,18 +224,13 @@ class kv_cache_decoder {
     using S = typename Tensor::shape_type;
     const index_t heads = attention::kv_heads::extent;
     const index_t depth = rows_ == 0 ? 0 : position.size() / (rows_ * heads);
-    const index_t old_row = heads * step_ * depth, new_row = heads * (step_ + 1) * depth;
     Tensor grown(extents<S>(rows_, step_ + 1), uninitialized);
     if (step_ > 0) {
-      if (cache_rows_.empty()) {
-        primitives<Device>::copy_blocks(grown.data(), (step_ + 1) * depth, cache.data(), step_ * depth, step_ * depth,
-                                        rows_ * heads);
-      } else {
-        for (index_t i = 0; i < rows_; ++i)
-          primitives<Device>::copy_blocks(grown.data() + i * new_row, (step_ + 1) * depth,
-                                          cache.data() + cache_rows_[std::size_t(i)] * old_row, step_ * depth,
-                                          step_ * depth, heads);
-      }
+      std::vector<index_t> sources;  // each row's heads from its old row's, when keep() reordered the rows
+      for (const index_t row : cache_rows_)
+        for (index_t h = 0; h < heads; ++h) sources.push_back(row * heads + h);
+      primitives<Device>::copy_blocks(grown.data(), (step_ + 1) * depth, cache.data(), step_ * depth, step_ * depth,
+                                      rows_ * heads, sources.empty() ? nullptr : sources.data());
     }
     primitives<Device>::copy_blocks(grown.data() + step_ * depth, (step_ + 1) * depth, position.data(), depth, depth,
                                     rows_ * heads);
