@@ -146,10 +146,11 @@ struct memory<cpu> {
     return p;
   }
 
-  /// Aligned storage with unspecified contents, for results about to be written. Its size
-  /// class sits in a header one alignment unit before the returned address.
+  /// Aligned storage with unspecified contents, for results about to be written: the request's
+  /// size class (so a power of two takes no more) and a header one alignment unit before the
+  /// returned address that holds the block's size.
   static void* allocate_uninitialized(std::size_t bytes) {
-    std::size_t total = detail::host_block_cache::size_class(rounded(bytes) + alignment);
+    std::size_t total = detail::host_block_cache::size_class(rounded(bytes)) + alignment;
     void* block = detail::host_block_cache::instance().take(total);
     if (block == nullptr) block = std::aligned_alloc(alignment, total);
     if (block == nullptr) throw std::bad_alloc();

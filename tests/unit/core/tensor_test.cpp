@@ -87,3 +87,27 @@ TEST_CASE("core: freed host blocks are reused for requests up to twice smaller, 
   host::release_cached();
   CHECK(cache.cached_bytes() == 0);
 }
+
+TEST_CASE("core: a host block holds its request's size class and a header, so powers of two waste nothing") {
+  using host = attn::memory<attn::cpu>;
+  host::release_cached();
+  // [1024, 512] floats, the size of most of a base model's activations: 2 MiB exactly. The
+  // header once pushed such a block into the next class, 2.5 MiB (a quarter more memory).
+  for (const std::size_t bytes : {std::size_t(2) << 20, std::size_t(1) << 20, std::size_t(5) << 20}) {
+    CAPTURE(bytes);
+    const std::size_t before = host::used_bytes();
+    void* p = host::allocate_uninitialized(bytes);
+    CHECK(host::used_bytes() - before == bytes + host::alignment);
+    host::deallocate(p);
+    CHECK(host::used_bytes() == before);
+    host::release_cached();  // else the next request may take this larger block
+  }
+  // Between classes: at most a quarter more than asked, and the header.
+  const std::size_t odd = (std::size_t(2) << 20) + 1000, before = host::used_bytes();
+  void* p = host::allocate_uninitialized(odd);
+  const std::size_t taken = host::used_bytes() - before;
+  CHECK(taken >= odd + host::alignment);
+  CHECK(taken <= odd + odd / 4 + host::alignment);
+  host::deallocate(p);
+  host::release_cached();
+}
