@@ -37,7 +37,8 @@ class kv_cache_decoder {
       : model_(model),
         ctx_(ctx),
         rows_(index_t(sources.size())),
-        output_columns_(permute<typename C::d_model, nn::vocab>(cast<activation>(model.embedding_layers().output_table().value()))),
+        output_columns_(permute<typename C::d_model, nn::vocab>(
+            cast<activation>(model.embedding_layers().output_table().value()))),
         memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
     ctx_.tape = nullptr;
     ctx_.dropout = nullptr;
