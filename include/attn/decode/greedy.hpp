@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "row_scan.hpp"
@@ -35,6 +37,10 @@ std::vector<hypothesis> greedy_search(Scorer& scorer, std::span<const index_t> s
       const bool at_limit = index_t(h.tokens.size()) >= max_output_length(source_lengths[sentence_of[row]], options);
       // The lowest id wins ties, the end symbol included, as in beam search.
       const token best = at_limit ? options.eos : most_probable(p, vocabulary, options);
+      if (best < 0)
+        throw std::invalid_argument("attn::decode::greedy_search: no token of the vocabulary of " +
+                                    std::to_string(vocabulary) + " may be output (padding " +
+                                    std::to_string(options.pad) + ", start symbol " + std::to_string(options.bos) + ")");
       h.log_prob += p[best];
       if (best == options.eos) {
         h.score = h.log_prob / length_penalty(h.tokens.size() + 1, options.alpha);

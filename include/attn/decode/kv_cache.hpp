@@ -37,8 +37,7 @@ class kv_cache_decoder {
       : model_(model),
         ctx_(ctx),
         rows_(index_t(sources.size())),
-        output_columns_(permute<typename C::d_model, nn::vocab>(
-            cast<activation>(model.embedding_layers().output_table().value()))),
+        output_columns_(stored_output_columns(model)),
         memory_mask_(index_t{0}, index_t{1}, index_t{0}) {
     ctx_.tape = nullptr;
     ctx_.dropout = nullptr;
@@ -86,6 +85,7 @@ class kv_cache_decoder {
                                 values_type(keep_rows(cache.memory_values.value(), rows_memory_index())));
     }
 
+    const std::vector<index_t> cache_sources = self_cache_sources();
     auto x = model_.embedding_layers().target(ctx_, ids_, step_);
     const auto& stack = model_.decoder_stack();
     for (std::size_t i = 0; i < stack.layers.size(); ++i) {
@@ -95,8 +95,8 @@ class kv_cache_decoder {
           ctx_, x,
           [&](const auto& in) {
             auto [k, v] = layer.self_attention.keys_and_values(ctx_, in);
-            cache.self_keys = keys_type(extended(cache.self_keys.value(), k.value()));
-            cache.self_values = values_type(extended(cache.self_values.value(), v.value()));
+            cache.self_keys = keys_type(extended(cache.self_keys.value(), k.value(), cache_sources));
+            cache.self_values = values_type(extended(cache.self_values.value(), v.value(), cache_sources));
             return layer.self_attention.attend(ctx_, in, cache.self_keys, cache.self_values, no_mask, step_);
           },
           [&](const auto& in) {
@@ -113,11 +113,13 @@ class kv_cache_decoder {
           });
     }
     if constexpr (C::norm == nn::norm_placement::pre) x = stack.final_norm(ctx_, x);
-    // The pre-softmax projection x · Eᵀ (paper §3.4) as x · (Eᵀ stored): on the CPU a product
-    // of a few rows by a transposed matrix runs at half the rate of one by a stored matrix.
-    next_token_log_probs(tensor<activation, shape<nn::batch, nn::tgt, nn::vocab>, Device>(
-                             contract<typename C::d_model>(x.value(), output_columns_)),
-                         log_probs);
+    // The pre-softmax projection x · Eᵀ (paper §3.4), on the CPU as x · (Eᵀ stored).
+    if constexpr (host_addressable<Device>)
+      next_token_log_probs(tensor<activation, shape<nn::batch, nn::tgt, nn::vocab>, Device>(
+                               contract<typename C::d_model>(x.value(), output_columns_)),
+                           log_probs);
+    else
+      next_token_log_probs(model_.embedding_layers().logits(ctx_, x).value(), log_probs);
     cache_rows_.clear();
     ++step_;
   }
@@ -215,21 +217,42 @@ class kv_cache_decoder {
     return Variable(std::move(y));
   }
 
+  /// The blocks (a row's head) of the self-attention caches each new block is copied from, as
+  /// keep() reordered the rows since the last step; empty when it did not.
+  std::vector<index_t> self_cache_sources() const {
+    const index_t heads = attention::kv_heads::extent;
+    std::vector<index_t> sources;
+    for (const index_t row : cache_rows_)
+      for (index_t h = 0; h < heads; ++h) sources.push_back(row * heads + h);
+    return sources;
+  }
+
+  /// Eᵀ of the output projection, stored, on the CPU, where oneDNN multiplies a few rows by a
+  /// stored matrix at twice the rate it multiplies them by a transposed one; made once a
+  /// decoder (a copy of the size of the embedding table). Elsewhere nothing: cuBLAS takes the
+  /// transposed operand at full rate.
+  static tensor<activation, shape<typename C::d_model, nn::vocab>, Device> stored_output_columns(
+      const nn::transformer<T, C, Device>& model) {
+    using columns = tensor<activation, shape<typename C::d_model, nn::vocab>, Device>;
+    if constexpr (host_addressable<Device>)
+      return columns(permute<typename C::d_model, nn::vocab>(
+          cast<activation>(model.embedding_layers().output_table().value())));
+    else
+      return columns(index_t{0});
+  }
+
   /// A self-attention cache [rows, heads, step_, depth] one position longer, in one copy: its
-  /// rows in the order keep() asked for since the last step (cache_rows_; none: as they are),
-  /// then `position` [rows, heads, 1, depth] after each. Dense, so that attention reads it as it
-  /// is; a cache with room to grow would be copied to make the prefix dense at every step, and
-  /// copied again by keep() to reorder it.
+  /// rows in the order keep() asked for since the last step (`sources`, from
+  /// self_cache_sources; empty: as they are), then `position` [rows, heads, 1, depth] after
+  /// each. Dense, so that attention reads it as it is; a cache with room to grow would be copied
+  /// to make the prefix dense at every step, and copied again by keep() to reorder it.
   template <class Tensor, class New>
-  Tensor extended(const Tensor& cache, const New& position) const {
+  Tensor extended(const Tensor& cache, const New& position, const std::vector<index_t>& sources) const {
     using S = typename Tensor::shape_type;
     const index_t heads = attention::kv_heads::extent;
     const index_t depth = rows_ == 0 ? 0 : position.size() / (rows_ * heads);
     Tensor grown(extents<S>(rows_, step_ + 1), uninitialized);
     if (step_ > 0) {
-      std::vector<index_t> sources;  // each row's heads from its old row's, when keep() reordered the rows
-      for (const index_t row : cache_rows_)
-        for (index_t h = 0; h < heads; ++h) sources.push_back(row * heads + h);
       primitives<Device>::copy_blocks(grown.data(), (step_ + 1) * depth, cache.data(), step_ * depth, step_ * depth,
                                       rows_ * heads, sources.empty() ? nullptr : sources.data());
     }
@@ -241,7 +264,7 @@ class kv_cache_decoder {
   const nn::transformer<T, C, Device>& model_;
   nn::context ctx_;
   index_t rows_;
-  tensor<activation, shape<typename C::d_model, nn::vocab>, Device> output_columns_;  // Eᵀ of the output projection
+  tensor<activation, shape<typename C::d_model, nn::vocab>, Device> output_columns_;  // stored_output_columns
   index_t step_ = 0;
   std::vector<index_t> source_of_;  // the source sentence of each row
   std::vector<index_t> memory_sentences_;  // the sentences the memory tensors hold, in order

@@ -1,9 +1,13 @@
-// The scans that searches make of a row of log-probabilities (include/attn/decode/row_scan.hpp)
-// against plain loops: every start and end around the 16-number blocks, ties, NaNs, infinities.
+// The scans that searches make of a row of log-probabilities (include/attn/decode/row_scan.hpp),
+// and greedy's and beam search's picks through them, against the plain loops they replaced: every
+// start and end around the 16-number blocks, ties, NaNs, infinities, tokens never output.
 #include <doctest/doctest.h>
 
+#include <attn/decode/beam.hpp>
 #include <attn/decode/row_scan.hpp>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
@@ -25,6 +29,26 @@ token most_probable_by_loop(const std::vector<float>& x, const decode::search_op
   for (token t = 0; t < token(x.size()); ++t)
     if (options.may_output(t) && (best < 0 || x[std::size_t(t)] > x[std::size_t(best)])) best = t;
   return best;
+}
+
+/// Beam search's best_extensions before row_scan: every token compared with the last kept one.
+void best_extensions_by_loop(const float* log_probs, index_t vocabulary, const decode::detail::live_hypothesis& h,
+                             index_t parent, const decode::search_options& options, std::size_t count,
+                             std::vector<decode::detail::candidate>& out) {
+  if (count == 0) return;
+  const std::size_t first = out.size();
+  float threshold = -std::numeric_limits<float>::infinity();
+  bool full = false;
+  for (index_t v = 0; v < vocabulary; ++v) {
+    const float p = log_probs[v];
+    if ((full && !(p > threshold)) || !options.may_output(token(v))) continue;
+    if (!full) out.emplace_back();
+    std::size_t at = out.size() - 1;
+    for (; at > first && log_probs[out[at - 1].next] < p; --at) out[at] = out[at - 1];
+    out[at] = {h.log_prob + double(p), parent, token(v)};
+    full = out.size() - first == count;
+    if (full) threshold = log_probs[out.back().next];
+  }
 }
 
 /// A row of n numbers from a few values, so that ties are common, with NaNs and infinities
@@ -66,6 +90,27 @@ TEST_CASE("first_above: one number above the threshold at every position of a lo
     CHECK(decode::first_above(x.data(), 0, 4000, -2.0f) == at);
     CHECK(decode::first_above(x.data(), at + 1, 4000, -2.0f) == 4000);
     x[std::size_t(at)] = -5.0f;
+  }
+}
+
+TEST_CASE("beam search's best extensions are those the plain loop over every token keeps") {
+  std::mt19937 random(13);
+  decode::search_options options;
+  const decode::detail::live_hypothesis h{{5, 6}, -1.5, 0};
+  for (index_t n : {1, 3, 16, 17, 40, 120, 4000}) {
+    for (int draw = 0; draw < 300; ++draw) {
+      const auto x = draw_row(random, n, draw % 2 == 1);
+      const std::size_t count = 1 + std::size_t(random() % 10);
+      std::vector<decode::detail::candidate> got = {{-3.0, 1, 7}}, expected = got;  // appended after
+      decode::detail::best_extensions(x.data(), n, h, 2, false, options, count, got);
+      best_extensions_by_loop(x.data(), n, h, 2, options, count, expected);
+      REQUIRE(got.size() == expected.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i].next == expected[i].next);
+        CHECK(got[i].parent == expected[i].parent);
+        CHECK(std::bit_cast<std::uint64_t>(got[i].log_prob) == std::bit_cast<std::uint64_t>(expected[i].log_prob));
+      }
+    }
   }
 }
 

@@ -99,6 +99,14 @@ TEST_CASE("decode: bad search options are refused") {
   o.nbest = 3;
   CHECK_THROWS_AS(decode::beam_search(scorer, lengths, o), std::invalid_argument);
   CHECK_THROWS_AS(decode::greedy_search(scorer, lengths, options_with(1, -1.0, 5)), std::invalid_argument);
+  // A vocabulary of padding and the start symbol only: nothing greedy search may output.
+  function_scorer tiny(2, 1, random_tables(2, 1));
+  auto nothing = options_with(1, 0.6, 5);
+  nothing.pad = 0;
+  nothing.bos = 1;
+  nothing.eos = 5;
+  CHECK_THROWS_WITH_AS(decode::greedy_search(tiny, lengths, nothing),
+                       doctest::Contains("no token of the vocabulary of 2 may be output"), std::invalid_argument);
 }
 
 TEST_CASE("decode: greedy search follows the most probable token and scores it") {
