@@ -76,11 +76,9 @@ void take_stop_signals_on_their_own_thread() {
     for (;;) {
       int signal = 0;
       if (sigwait(&stops, &signal) != 0) continue;
-      if (stop_signal().exchange(signal) != 0) {  // a second one ends the process at once
-        std::signal(signal, SIG_DFL);
-        pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
-        std::raise(signal);
-      }
+      // A second signal ends the process: on_stop_signal raises it again, here unblocked.
+      if (stop_signal().load() != 0) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+      on_stop_signal(signal);
     }
   }).detach();
 }

@@ -260,7 +260,7 @@ struct primitives<cpu> {
           const Eigen::Map<const row_array> x(in + r * width, width);
           Eigen::Map<row_array> y(out + r * width, width);
           y = x - x.maxCoeff();
-          y -= std::log(sum_exp(y.data(), width));
+          y -= std::log(y.exp().sum());
         }
       });
     }
@@ -423,12 +423,6 @@ struct primitives<cpu> {
   }
 
  private:
-  /// Σ exp(x[i]): for float at the CPU's vector width (cpu/vector_math.hpp), else with Eigen.
-  template <class T>
-  static T sum_exp(const T* x, index_t n) {
-    if constexpr (std::is_same_v<T, float>) return cpu_backend::vector_math::sum_exp(x, n);
-    else return Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>(x, n).exp().sum();
-  }
   /// y[i] = exp(y[i]), and their sum.
   template <class T>
   static T exp_and_sum(T* y, index_t n) {

@@ -80,9 +80,10 @@ class kv_cache_decoder {
     std::vector<std::pair<keys_type, values_type>> row_memory;  // otherwise a copy a row, this step
     if (per_sentence == 0) {
       memory_mask_ = sentence_mask(1, true);
+      const std::vector<index_t> at = rows_memory_index();
       for (const auto& cache : layers_)
-        row_memory.emplace_back(keys_type(keep_rows(cache.memory_keys.value(), rows_memory_index())),
-                                values_type(keep_rows(cache.memory_values.value(), rows_memory_index())));
+        row_memory.emplace_back(keys_type(keep_rows(cache.memory_keys.value(), at)),
+                                values_type(keep_rows(cache.memory_values.value(), at)));
     }
 
     const std::vector<index_t> cache_sources = self_cache_sources();
