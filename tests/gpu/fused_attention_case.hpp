@@ -20,6 +20,10 @@ namespace fused_case {
 
 using attn::index_t;
 
+/// A variant's score modification, with learned inputs (a number a head): ALiBi's slopes,
+/// −m_h·|i − j|, or a soft cap c_h·tanh(s / c_h).
+enum class modification { none, alibi, soft_cap };
+
 struct sizes {
   index_t batch, heads, kv_heads, queries, keys, d_k, d_v;
   bool causal = false;
@@ -28,18 +32,20 @@ struct sizes {
   bool biased = false;  // an additive bias [batch, queries, keys], some pairs hidden
   double dropout = 0;   // on the weights, from a fixed stream
   bool empty = false;   // with padded: the last sentence has no keys (rows with nothing to see)
+  modification modified = modification::none;
 
   std::string str() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
            std::to_string(queries) + " k" + std::to_string(keys) + " d" + std::to_string(d_k) + "/" +
            std::to_string(d_v) + (causal ? " causal" : "") + (first_query ? " from " + std::to_string(first_query) : "") +
-           (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "") + (empty ? " empty" : "");
+           (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "") + (empty ? " empty" : "") +
+           (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "");
   }
 };
 
-/// The output and every input's gradient.
+/// The output and every input's gradient (the modification's learned inputs' too; empty without).
 struct result {
-  std::vector<double> out, d_q, d_k, d_v;
+  std::vector<double> out, d_q, d_k, d_v, d_modification;
 };
 
 template <class T, class Device>
@@ -53,10 +59,14 @@ result run(const sizes& z, unsigned seed) {
   using DK = dim<"d_k">;
   using DV = dim<"d_v">;
   std::mt19937 generator(seed);
+  const auto of = [](double x) {
+    if constexpr (is_float16_storage<T>) return T(float(x));
+    else return T(x);
+  };
   const auto random = [&](auto sizes, double lo = -1, double hi = 1) {
     tensor<T, typename decltype(sizes)::shape_type, cpu> host(sizes);
     std::uniform_real_distribution<double> u(lo, hi);
-    for (index_t i = 0; i < host.size(); ++i) host.data()[i] = T(u(generator));
+    for (index_t i = 0; i < host.size(); ++i) host.data()[i] = of(u(generator));
     return host;
   };
   const auto q_host = random(extents<shape<B, H, Q, DK>>(z.batch, z.heads, z.queries, z.d_k));
@@ -64,8 +74,11 @@ result run(const sizes& z, unsigned seed) {
   const auto v_host = random(extents<shape<B, G, K, DV>>(z.batch, z.kv_heads, z.keys, z.d_v));
   const auto r_host = random(extents<shape<B, H, Q, DV>>(z.batch, z.heads, z.queries, z.d_v));
   auto bias_host = random(extents<shape<B, Q, K>>(z.batch, z.queries, z.keys), -2, 2);
-  for (index_t i = 0; i < bias_host.size(); ++i)
-    if (bias_host.data()[i] < T(-1.6)) bias_host.data()[i] = T(-1e9);  // a tenth of the pairs hidden
+  for (index_t i = 0; i < bias_host.size(); ++i)  // a tenth of the pairs hidden (float16 holds −1e4)
+    if (bias_host.data()[i] < of(-1.6)) bias_host.data()[i] = of(is_float16_storage<T> ? -1e4 : -1e9);
+  const auto per_head = random(extents<shape<H>>(z.heads), 0.1, 1);  // slopes in (0.1, 1), caps in (2, 5)
+  grad::variable<T, shape<H>, Device> learned(
+      to_device<Device>(z.modified == modification::soft_cap ? random(extents<shape<H>>(z.heads), 2, 5) : per_head), true);
   tensor<index_t, shape<B>, cpu> lengths_host(extents<shape<B>>(z.batch));
   for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = z.padded && b == z.batch - 1 ? (z.empty ? 0 : (z.keys + 1) / 2) : z.keys;
 
@@ -76,9 +89,24 @@ result run(const sizes& z, unsigned seed) {
   const auto lengths = to_device<Device>(lengths_host);
   random_stream stream(11, 123);
   grad::tape t;
-  const auto out = grad::fused_attention(&t, q, k, v, grad::key_visibility<B, Device>{&lengths, z.causal, z.first_query},
-                                         T(1 / std::sqrt(double(z.d_k))), z.biased ? &bias : nullptr, every_pair{},
-                                         unmodified{}, grad::weight_dropout{z.dropout, &stream});
+  const grad::key_visibility<B, Device> visible{&lengths, z.causal, z.first_query};
+  const auto scale = accumulate_t<T>(1 / std::sqrt(double(z.d_k)));
+  const auto* b = z.biased ? &bias : nullptr;
+  const grad::weight_dropout dropout{z.dropout, &stream};
+  const auto first = accumulate_t<T>(z.first_query);
+  const auto alibi = [first](const auto& s, const auto& slopes) {
+    return s - broadcast_like(slopes, s) * abs(index_along<Q>(s, first) - index_along<K>(s));
+  };
+  const auto soft_cap = [](const auto& s, const auto& cap) {
+    return broadcast_like(cap, s) * tanh(s / broadcast_like(cap, s));
+  };
+  const auto out =
+      z.modified == modification::alibi
+          ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(alibi, learned), dropout)
+      : z.modified == modification::soft_cap
+          ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(soft_cap, learned),
+                                  dropout)
+          : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout);
   out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
   t.replay();
 
@@ -86,7 +114,8 @@ result run(const sizes& z, unsigned seed) {
     const auto host = to_host(x);
     return std::vector<double>(host.data(), host.data() + host.size());
   };
-  return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad())};
+  return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad()),
+          z.modified == modification::none ? std::vector<double>{} : doubles(learned.grad())};
 }
 
 /// The kernel alone (fused_attention<Device>), for the 16-bit types, which grad does not take yet:
@@ -148,7 +177,7 @@ result run_kernel(const sizes& z, unsigned seed) {
     memory<Device>::copy_to_host(host.data(), x, host.size() * sizeof(T));
     return std::vector<double>(host.begin(), host.end());
   };
-  result got{doubles(out_d, out_size), doubles(d_q_d, q_size), doubles(d_k_d, k_size), doubles(d_v_d, v_size)};
+  result got{doubles(out_d, out_size), doubles(d_q_d, q_size), doubles(d_k_d, k_size), doubles(d_v_d, v_size), {}};
   for (void* x : {static_cast<void*>(q_d), static_cast<void*>(k_d), static_cast<void*>(v_d), static_cast<void*>(r_d),
                   static_cast<void*>(bias_d), static_cast<void*>(lengths_d), static_cast<void*>(out_d),
                   static_cast<void*>(lse_d), static_cast<void*>(d_q_d), static_cast<void*>(d_k_d),
@@ -159,7 +188,7 @@ result run_kernel(const sizes& z, unsigned seed) {
 
 /// The cases both sides run: lengths 1, 17, 128, 129 and 1000, head widths 32, 64 and 128,
 /// padding (a sentence with no keys too), causal (and shifted) masks, a bias, grouped and
-/// multi-query heads, dropout.
+/// multi-query heads, dropout, and ALiBi and a soft cap with learned inputs.
 inline std::vector<sizes> cases() {
   std::vector<sizes> all;
   for (index_t length : {1, 17, 128, 129, 1000})
@@ -173,18 +202,37 @@ inline std::vector<sizes> cases() {
   all.push_back({2, 4, 2, 129, 129, 64, 64, true, 0, true, true, 0.2});   // dropout, bias, grouped heads
   all.push_back({2, 2, 2, 40, 100, 64, 64, true, 10, true});             // causal ends before the keys do
   all.push_back({2, 2, 1, 33, 33, 32, 32, false, 0, true, false, 0, true});  // a sentence with no keys
+  // Score modifications with learned inputs (score_modification.cuh on the GPU).
+  using enum modification;
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = 64, .d_v = 64,
+                 .causal = true, .padded = true, .modified = alibi});
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 1, .queries = 70, .keys = 95, .d_k = 64, .d_v = 32,
+                 .causal = true, .first_query = 25, .biased = true, .modified = alibi});
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 4, .queries = 17, .keys = 17, .d_k = 128, .d_v = 128,
+                 .padded = true, .modified = alibi});
+  all.push_back({.batch = 2, .heads = 2, .kv_heads = 1, .queries = 33, .keys = 33, .d_k = 32, .d_v = 32,
+                 .padded = true, .empty = true, .modified = alibi});
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 4, .queries = 128, .keys = 128, .d_k = 32, .d_v = 32,
+                 .padded = true, .dropout = 0.2, .modified = soft_cap});
+  all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
+                 .causal = true, .modified = soft_cap});
   return all;
 }
 
 /// Runs every case for T on Device; a result a case, in cases() order. The 16-bit types call the
-/// kernel alone.
+/// kernel alone, but for the modified cases, which go through grad as the others do.
 template <class T, class Device>
 std::vector<result> run_all() {
   std::vector<result> all;
   unsigned seed = 1;
   for (const auto& z : cases()) {
-    if constexpr (attn::is_float16_storage<T>) all.push_back(run_kernel<T, Device>(z, seed++));
-    else all.push_back(run<T, Device>(z, seed++));
+    if constexpr (attn::is_float16_storage<T>) {
+      if (z.modified == modification::none) {
+        all.push_back(run_kernel<T, Device>(z, seed++));
+        continue;
+      }
+    }
+    all.push_back(run<T, Device>(z, seed++));
   }
   return all;
 }

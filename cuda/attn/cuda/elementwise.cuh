@@ -124,7 +124,8 @@ struct index_map {
 // free of class-type template arguments (dimension names), which nvcc cannot print into its
 // host stubs, and lets trees of the same structure over different dimensions share a kernel.
 // `p(i)` is the node's element at its row-major linear index i, I being the kernel's index
-// type (32 or 64 bits). A plan's value_type is what it computes in: accumulate_t of the node's
+// type (32 or 64 bits); `p(i, given)` the same with every placeholder reading `given` (the
+// score a fused attention kernel holds: expr/element.hpp's placeholder). A plan's value_type is what it computes in: accumulate_t of the node's
 // (float for 16-bit storage, which a leaf widens as it reads it and the kernel rounds once, as
 // it stores the result).
 
@@ -134,16 +135,16 @@ template <class T>
 struct leaf_plan {
   using value_type = accumulate_t<T>;
   const T* data;
-  template <class I>
-  __device__ value_type operator()(I i) const { return value_type(data[i]); }
+  template <class I, class... Given>
+  __device__ value_type operator()(I i, Given...) const { return value_type(data[i]); }
 };
 
 template <class T>
 struct constant_plan {
   using value_type = T;
   T value;
-  template <class I>
-  __device__ T operator()(I) const { return value; }
+  template <class I, class... Given>
+  __device__ T operator()(I, Given...) const { return value; }
 };
 
 /// An iota: the node's own index, shifted.
@@ -151,8 +152,17 @@ template <class T>
 struct iota_plan {
   using value_type = T;
   T start;
-  template <class I>
-  __device__ T operator()(I i) const { return start + static_cast<T>(i); }
+  template <class I, class... Given>
+  __device__ T operator()(I i, Given...) const { return start + static_cast<T>(i); }
+};
+
+/// A placeholder (expr/element.hpp): the value given to the evaluation, the score a fused
+/// attention kernel holds. Plans without one are evaluated with nothing given.
+template <class T>
+struct placeholder_plan {
+  using value_type = accumulate_t<T>;
+  template <class I, class Given>
+  __device__ value_type operator()(I, Given given) const { return value_type(given); }
 };
 
 // The scalar functors of expr/ops.hpp are stateless: plans call a fresh Op{} rather than store
@@ -161,8 +171,8 @@ template <class Op, class A>
 struct unary_plan {
   using value_type = accumulate_t<decltype(Op{}(std::declval<typename A::value_type>()))>;
   A a;
-  template <class I>
-  __device__ value_type operator()(I i) const { return value_type(Op{}(a(i))); }
+  template <class I, class... Given>
+  __device__ value_type operator()(I i, Given... given) const { return value_type(Op{}(a(i, given...))); }
 };
 
 template <class Op, class A, class B>
@@ -171,8 +181,8 @@ struct binary_plan {
       decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename B::value_type>()));
   A a;
   B b;
-  template <class I>
-  __device__ value_type operator()(I i) const { return Op{}(a(i), b(i)); }
+  template <class I, class... Given>
+  __device__ value_type operator()(I i, Given... given) const { return Op{}(a(i, given...), b(i, given...)); }
 };
 
 /// Only the chosen branch is evaluated: a masked log or division never runs where masked.
@@ -182,8 +192,10 @@ struct select_plan {
   C condition;
   A a;
   B b;
-  template <class I>
-  __device__ value_type operator()(I i) const { return condition(i) ? a(i) : b(i); }
+  template <class I, class... Given>
+  __device__ value_type operator()(I i, Given... given) const {
+    return condition(i, given...) ? a(i, given...) : b(i, given...);
+  }
 };
 
 /// Broadcast and permute: the operand read through an index_map.
@@ -192,27 +204,52 @@ struct gather_plan {
   using value_type = typename A::value_type;
   A a;
   index_map<R> map;
-  template <class I>
-  __device__ value_type operator()(I i) const { return a(map(i)); }
+  template <class I, class... Given>
+  __device__ value_type operator()(I i, Given... given) const { return a(map(i), given...); }
 };
 
-/// With inner = the product of the sizes after the sliced dimension, the node is
+/// With inner = the product of the sizes after the sliced dimension, a slice is
 /// [outer, count * inner] and its operand [outer, extent * inner]: one division finds the
 /// row, and the column shifts by start * inner.
-template <class A>
-struct slice_plan {
-  using value_type = typename A::value_type;
-  A a;
+struct slice_map {
   index_t block;         // count * inner
   index_t source_block;  // extent * inner
   index_t offset;        // start * inner
   template <class I>
-  __device__ value_type operator()(I i) const {
+  __device__ I operator()(I i) const {
     const I row = i / static_cast<I>(block);
-    return a(row * static_cast<I>(source_block) + static_cast<I>(offset) +
-             (i - row * static_cast<I>(block)));
+    return row * static_cast<I>(source_block) + static_cast<I>(offset) + (i - row * static_cast<I>(block));
   }
 };
+
+template <class A>
+struct slice_plan {
+  using value_type = typename A::value_type;
+  A a;
+  slice_map map;
+  template <class I, class... Given>
+  __device__ value_type operator()(I i, Given... given) const { return a(map(i), given...); }
+};
+
+namespace detail {
+
+/// The map from a broadcast's or a permute's linear index to its operand's.
+template <class E>
+auto gather_map(const E& e) {
+  using To = typename E::shape_type;
+  return index_map<To::rank>::make(e.extents().sizes(), operand_strides(e.a.extents(), typename To::dims{}));
+}
+
+/// The map from a slice's linear index to its operand's.
+template <class D, class A>
+slice_map slice_map_of(const expr::slice<D, A>& e) {
+  using S = typename A::shape_type;
+  constexpr std::size_t at = dim_index<S, D>;
+  const index_t inner = product(e.extents(), at + 1, S::rank);
+  return {e.extents()[at] * inner, e.a.extents()[at] * inner, e.start * inner};
+}
+
+}  // namespace detail
 
 /// planner<E>::make(e, ws) builds the plan of node E on the host; temporaries that nested
 /// reductions and contractions need are owned by ws. (A class template rather than overloads
@@ -249,6 +286,11 @@ struct planner<expr::iota<T, D, cuda>> {
   static iota_plan<accumulate_t<T>> make(const expr::iota<T, D, cuda>& e, workspace&) { return {e.start}; }
 };
 
+template <class T, class S>
+struct planner<expr::placeholder<T, S, cuda>> {
+  static placeholder_plan<T> make(const expr::placeholder<T, S, cuda>&, workspace&) { return {}; }
+};
+
 template <class Op, class A>
 struct planner<expr::unary<Op, A>> {
   static unary_plan<Op, plan_t<A>> make(const expr::unary<Op, A>& e, workspace& ws) {
@@ -275,9 +317,7 @@ struct planner<expr::select<C, A, B>> {
 template <class To, class A>
 struct planner<expr::broadcast<To, A>> {
   static gather_plan<To::rank, plan_t<A>> make(const expr::broadcast<To, A>& e, workspace& ws) {
-    return {planner<A>::make(e.a, ws),
-            index_map<To::rank>::make(e.extents().sizes(),
-                                      detail::operand_strides(e.a.extents(), typename To::dims{}))};
+    return {planner<A>::make(e.a, ws), detail::gather_map(e)};
   }
 };
 
@@ -285,9 +325,7 @@ struct planner<expr::broadcast<To, A>> {
 template <class To, class A>
 struct planner<expr::permute<To, A>> {
   static gather_plan<To::rank, plan_t<A>> make(const expr::permute<To, A>& e, workspace& ws) {
-    return {planner<A>::make(e.a, ws),
-            index_map<To::rank>::make(e.extents().sizes(),
-                                      detail::operand_strides(e.a.extents(), typename To::dims{}))};
+    return {planner<A>::make(e.a, ws), detail::gather_map(e)};
   }
 };
 
@@ -303,11 +341,7 @@ struct planner<expr::reshape<To, A>> {
 template <class D, class A>
 struct planner<expr::slice<D, A>> {
   static slice_plan<plan_t<A>> make(const expr::slice<D, A>& e, workspace& ws) {
-    using S = typename A::shape_type;
-    constexpr std::size_t at = dim_index<S, D>;
-    const index_t inner = detail::product(e.extents(), at + 1, S::rank);
-    return {planner<A>::make(e.a, ws), e.extents()[at] * inner, e.a.extents()[at] * inner,
-            e.start * inner};
+    return {planner<A>::make(e.a, ws), detail::slice_map_of(e)};
   }
 };
 

@@ -10,8 +10,9 @@
 //              a (sentence, head, 64 queries) gathers dQ: no two threads write one gradient, no
 //              atomics, the same bits every run.
 // The first GPU version, for correctness and the fp32 path the issue asks for. A variant's score
-// modification is not evaluated here yet (`modifies_scores` is false, so nn keeps such variants
-// on the unfused path on the GPU).
+// modification (score_modification.cuh: the expression's plans) is evaluated a score at a time
+// as on the CPU; its learned inputs' gradients are summed a query row at a time into a row's own
+// slice of a scratch buffer, then the rows in a fixed order: no atomics there either.
 // Head dims up to 128, any lengths, padding, causal masks, a bias, grouped-query heads, dropout.
 #pragma once
 
@@ -26,6 +27,7 @@
 #include "fused_attention_masks.cuh"
 #include "fused_attention_tensor_cores.cuh"
 #include "memory.cuh"
+#include "score_modification.cuh"
 
 namespace attn::cuda_backend::fused_attention_kernels {
 
@@ -62,9 +64,24 @@ __device__ inline void stage(A (*s)[D], const T* x, index_t first, index_t count
   }
 }
 
-template <int D, class T, class Rule>
+/// The row-major index of score (b, h, i, j) in [batch, heads, queries, keys]: where a score
+/// modification's plans evaluate it.
+__device__ inline std::int64_t score_index(const fused_attention_problem& p, index_t b, index_t h, index_t i,
+                                           index_t j) {
+  return ((std::int64_t(b) * p.heads + h) * p.queries + i) * p.keys + j;
+}
+
+/// scale · q·k modified (no_score_modification: unchanged).
+template <class A, class M>
+__device__ inline A modified(const M& m, const fused_attention_problem& p, index_t b, index_t h, index_t i, index_t j,
+                             A scaled) {
+  if constexpr (M::modifies) return m(score_index(p, b, h, i, j), scaled);
+  else return scaled;
+}
+
+template <int D, class T, class Rule, class M>
 __global__ void forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                        accumulate_t<T>* log_sum_exp, Rule rule) {
+                        accumulate_t<T>* log_sum_exp, Rule rule, M modification) {
   using A = accumulate_t<T>;  // 16-bit inputs are read into float
   constexpr int tile = fused_attention_kernels::tile<A, D>;
   __shared__ A keys_tile[tile][D];
@@ -95,7 +112,8 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
       A s = A(0);
 #pragma unroll
       for (int c = 0; c < D; ++c) s += query[c] * keys_tile[j][c];
-      s = s * scale + (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
+      s = modified(modification, p, b, h, i, key + j, s * scale) +
+          (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
       const A new_max = s > running_max ? s : running_max;
       const A rescale = exp_of(running_max - new_max);  // 0 for the first visible key
       const A weight = exp_of(s - new_max);
@@ -125,10 +143,10 @@ __global__ void row_dots(const T* d_out, const T* out, accumulate_t<T>* dots, in
 }
 
 /// dK and dV of 64 keys of one key/value head: a thread a key, over every query that reads it.
-template <int D, class T, class Rule>
+template <int D, class T, class Rule, class M>
 __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
                               const T* d_out, const accumulate_t<T>* log_sum_exp, const accumulate_t<T>* dots, T* d_k,
-                              T* d_v, Rule rule) {
+                              T* d_v, Rule rule, M modification) {
   using A = accumulate_t<T>;
   constexpr int tile = fused_attention_kernels::tile<A, D>;
   __shared__ A queries_tile[tile][D];
@@ -171,10 +189,12 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
           s += queries_tile[r][c] * key[c];
           dp += d_out_tile[r][c] * value[c];
         }
-        s = s * scale + (bias ? A(bias[(b * p.queries + i) * p.keys + j]) : A(0));
+        const A scaled = s * scale;
+        s = modified(modification, p, b, h, i, j, scaled) + (bias ? A(bias[(b * p.queries + i) * p.keys + j]) : A(0));
         const A probability = exp_of(s - lse_tile[r]);
         const A kept = p.dropout > 0 ? A(p.kept(b, h, i, j)) : A(1);
-        const A d_score = probability * (dp * kept - dots_tile[r]);
+        A d_score = probability * (dp * kept - dots_tile[r]);
+        if constexpr (M::modifies) d_score *= modification.derivative(score_index(p, b, h, i, j), scaled);
 #pragma unroll
         for (int c = 0; c < D; ++c) {
           dv[c] += probability * kept * d_out_tile[r][c];
@@ -190,11 +210,12 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   }
 }
 
-/// dQ of 64 queries of one head: a thread a query, over every key it sees.
-template <int D, class T, class Rule>
+/// dQ of 64 queries of one head: a thread a query, over every key it sees; with a modification
+/// whose inputs learn, the row's share of their gradients into its own `input_gradients` slice.
+template <int D, class T, class Rule, class M>
 __global__ void backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
                                  const T* d_out, const accumulate_t<T>* log_sum_exp, const accumulate_t<T>* dots,
-                                 T* d_q, Rule rule) {
+                                 T* d_q, Rule rule, M modification, accumulate_t<T>* input_gradients) {
   using A = accumulate_t<T>;
   constexpr int tile = fused_attention_kernels::tile<A, D>;
   __shared__ A keys_tile[tile][D];
@@ -229,10 +250,18 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
         s += query[c] * keys_tile[j][c];
         dp += d_o[c] * values_tile[j][c];
       }
-      s = s * scale + (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
+      const A scaled = s * scale;
+      s = modified(modification, p, b, h, i, key + j, scaled) +
+          (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
       const A probability = exp_of(s - lse);
       const A kept = p.dropout > 0 ? A(p.kept(b, h, i, key + j)) : A(1);
-      const A d_score = probability * (dp * kept - dot);
+      A d_score = probability * (dp * kept - dot);
+      if constexpr (M::modifies) {
+        const std::int64_t score = score_index(p, b, h, i, key + j);
+        if (input_gradients != nullptr && d_score != A(0))  // 0: hidden, or no gradient
+          modification.accumulate(score, scaled, d_score, input_gradients + (at.query_row + i) * modification.size);
+        d_score *= modification.derivative(score, scaled);
+      }
 #pragma unroll
       for (int c = 0; c < D; ++c) dq[c] += scale * d_score * keys_tile[j][c];
     }
@@ -241,6 +270,24 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
 #pragma unroll
   for (int c = 0; c < D; ++c)
     if (c < p.d_k) d_q[(at.query_row + i) * p.d_k + c] = dq[c];
+}
+
+/// sums[e] = Σ_r rows[r · size + e] over every row in a fixed order (a block an element; its
+/// threads' strided sums combined by a fixed tree): the same bits every run.
+template <class A>
+__global__ void sum_rows(const A* rows, A* sums, index_t count, index_t size) {
+  constexpr int threads = 256;
+  __shared__ A partial[threads];
+  const index_t e = blockIdx.x;
+  A sum = A(0);
+  for (index_t r = threadIdx.x; r < count; r += threads) sum += rows[r * size + e];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = threads / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sums[e] = partial[0];
 }
 
 /// Calls f with the smallest compiled head width (32, 64, 128) that holds d_k and d_v.
@@ -269,21 +316,22 @@ struct fused_attention<cuda> {
   // Never chosen automatically until it has been measured on a GPU (docs/fused-attention.md):
   // nn takes it only when asked (context::path).
   static constexpr index_t automatic_from_keys = std::numeric_limits<index_t>::max();
+  static constexpr index_t automatic_from_queries = std::numeric_limits<index_t>::max();
   static constexpr index_t automatic_modified_from_keys = std::numeric_limits<index_t>::max();
-  static constexpr bool modifies_scores = false;
+  static constexpr bool modifies_scores = true;
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                      accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& = {}) {
-    static_assert(std::is_same_v<Modification, unmodified>,
-                  "attn::fused_attention<cuda>: score modifications are not evaluated by the GPU kernel yet");
+                      accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
     namespace kernels = cuda_backend::fused_attention_kernels;
     if (p.batch * p.heads * p.queries == 0) return;
+    cuda_backend::workspace ws;
+    const auto on_device = cuda_backend::device_modification(modification, ws);
     kernels::with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
       namespace tensor_cores = cuda_backend::fused_attention_tensor_cores;
-      if constexpr (is_float16_storage<T>) {
-        if (tensor_cores::enabled()) {
+      if constexpr (is_float16_storage<T> && std::is_same_v<Modification, unmodified>) {
+        if (tensor_cores::enabled()) {  // (which evaluate no modification yet)
           const dim3 grid(kernels::blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
           tensor_cores::forward<D><<<grid, tensor_cores::warps * 32, 0, cuda_backend::stream()>>>(
               p, q, k, v, bias, out, log_sum_exp, rule);
@@ -291,18 +339,20 @@ struct fused_attention<cuda> {
         }
       }
       const dim3 grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
-      kernels::forward<D><<<grid, kernels::query_rows, 0, cuda_backend::stream()>>>(p, q, k, v, bias, out,
-                                                                                   log_sum_exp, rule);
+      kernels::forward<D, T, Rule, std::type_identity_t<decltype(on_device)>>
+          <<<grid, kernels::query_rows, 0, cuda_backend::stream()>>>(p, q, k, v, bias, out, log_sum_exp, rule,
+                                                                     on_device);
     });
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
+  /// d_modification (device memory, modification.gradient_size() numbers) receives the learned
+  /// inputs' gradients; on the way they take a row of that many floats a query row (scratch).
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
-                       Rule rule = {}, const Modification& = {}, accumulate_t<T>* = nullptr) {
-    static_assert(std::is_same_v<Modification, unmodified>,
-                  "attn::fused_attention<cuda>: score modifications are not evaluated by the GPU kernel yet");
+                       Rule rule = {}, const Modification& modification = {},
+                       accumulate_t<T>* d_modification = nullptr) {
     namespace kernels = cuda_backend::fused_attention_kernels;
     const index_t rows = p.batch * p.heads * p.queries;
     using A = accumulate_t<T>;
@@ -312,9 +362,24 @@ struct fused_attention<cuda> {
       kernels::row_dots<<<kernels::blocks(rows, 256), 256, 0, cuda_backend::stream()>>>(d_out, out, dots, rows, p.d_v);
       ATTN_CUDA_CHECK(cudaGetLastError());
     }
+    cuda_backend::workspace ws;
+    const auto on_device = cuda_backend::device_modification(modification, ws);
+    using M = std::type_identity_t<decltype(on_device)>;
+    index_t inputs = 0;
+    if constexpr (M::modifies) inputs = d_modification != nullptr ? on_device.size : 0;
+    const std::size_t row_gradient_bytes = static_cast<std::size_t>(rows * inputs) * sizeof(A);
+    if (row_gradient_bytes > (std::size_t{1} << 30))
+      throw std::invalid_argument(
+          "attn::fused_attention<cuda>: the score modification's learned inputs (" + std::to_string(inputs) +
+          " numbers) would take " + std::to_string(row_gradient_bytes >> 20) + " MiB of scratch for " +
+          std::to_string(rows) + " query rows (at most 1 GiB); use the unfused path (nn::attention_path::unfused)");
+    const auto row_gradients = cuda_backend::allocate_scratch(row_gradient_bytes);
+    A* const input_gradients = static_cast<A*>(row_gradients.get());
+    if (input_gradients != nullptr)
+      ATTN_CUDA_CHECK(cudaMemsetAsync(input_gradients, 0, row_gradient_bytes, cuda_backend::stream()));
     kernels::with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
-      if constexpr (is_float16_storage<T>) {
+      if constexpr (is_float16_storage<T> && !M::modifies) {
         if (cuda_backend::fused_attention_tensor_cores::enabled()) {
           backward_on_tensor_cores<D>(p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, d_k, d_v, rule);
           return;
@@ -322,17 +387,22 @@ struct fused_attention<cuda> {
       }
       if (p.batch * p.kv_heads * p.keys > 0) {
         const dim3 key_grid(kernels::blocks(p.keys, kernels::key_rows), unsigned(p.kv_heads), unsigned(p.batch));
-        kernels::backward_keys<D><<<key_grid, kernels::key_rows, 0, cuda_backend::stream()>>>(
-            p, q, k, v, bias, d_out, log_sum_exp, dots, d_k, d_v, rule);
+        kernels::backward_keys<D, T, Rule, M><<<key_grid, kernels::key_rows, 0, cuda_backend::stream()>>>(
+            p, q, k, v, bias, d_out, log_sum_exp, dots, d_k, d_v, rule, on_device);
         ATTN_CUDA_CHECK(cudaGetLastError());
       }
       if (rows > 0) {
         const dim3 query_grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
-        kernels::backward_queries<D><<<query_grid, kernels::query_rows, 0, cuda_backend::stream()>>>(
-            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule);
+        kernels::backward_queries<D, T, Rule, M><<<query_grid, kernels::query_rows, 0, cuda_backend::stream()>>>(
+            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule, on_device, input_gradients);
         ATTN_CUDA_CHECK(cudaGetLastError());
       }
     });
+    if (inputs > 0) {
+      kernels::sum_rows<<<unsigned(inputs), 256, 0, cuda_backend::stream()>>>(input_gradients, d_modification, rows,
+                                                                             inputs);
+      ATTN_CUDA_CHECK(cudaGetLastError());
+    }
   }
 
  private:

@@ -52,10 +52,15 @@ score_modification<F, X...> modify_scores(F f, const X&... inputs) {
 
 namespace detail {
 
+/// The numbers of a modification's learned inputs' gradients, one input after another.
+using modification_gradients = dim<"modification_gradients">;
+
 /// What a kernel evaluates of a modification (core/fused_attention.hpp): the modified score, its
 /// derivative by the score, and d_score · its derivative by each input that wants a gradient,
 /// added at that input's element in a buffer holding the inputs one after another. T is the
 /// kernel's compute type (float for 16-bit scores), in which element_at evaluates the expression.
+/// The members are the host's evaluation; a GPU kernel makes its own of the expressions (the
+/// CUDA backend's plans: cuda/attn/cuda/score_modification.cuh).
 template <class T, class E, class Slope, class Partials, std::size_t Inputs>
 struct evaluated_modification {
   E score;
@@ -98,8 +103,6 @@ struct evaluated_modification {
 template <class T, class S, class Device, class F, class... X, std::size_t... K>
 auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, [[maybe_unused]] bool wanted,
                            std::index_sequence<K...>) {
-  static_assert(std::is_same_v<Device, cpu>,
-                "attn::grad::fused_attention: score modifications are evaluated on the host (the CPU kernel)");
   auto score = std::apply(
       [&](const auto&... x) { return m.f(input<0>(placeholder<T, Device>(scores)), input<K + 1>(x.value())...); },
       m.inputs);
@@ -233,9 +236,11 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
       tensor<T, shape<B, G, K, DK>, Device> d_k(k.extents(), uninitialized);
       tensor<T, shape<B, G, K, DV>, Device> d_v(v.extents(), uninitialized);
       const auto evaluated = detail::evaluate_modification<T, score_shape, Device>(modification, scores, true);
-      std::vector<A> d_inputs;
-      if constexpr (!std::is_same_v<Modification, unmodified>)
-        d_inputs.resize(static_cast<std::size_t>(evaluated.gradient_size()));
+      // The learned inputs' gradients, one after another, in the device's memory.
+      index_t inputs = 0;
+      if constexpr (!std::is_same_v<Modification, unmodified>) inputs = evaluated.gradient_size();
+      using numbers = shape<detail::modification_gradients>;
+      tensor<A, numbers, Device> d_inputs(extents<numbers>(inputs), uninitialized);
       attn::fused_attention<Device>::backward(p, q.value().data(), k.value().data(), v.value().data(),
                                               bias_copy ? bias_copy->data() : nullptr, out.value().data(),
                                               out.grad().data(), lse->data(), d_q.data(), d_k.data(), d_v.data(), rule,
@@ -243,8 +248,11 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
       if (q.requires_grad()) q.accumulate(std::move(d_q));
       if (k.requires_grad()) k.accumulate(std::move(d_k));
       if (v.requires_grad()) v.accumulate(std::move(d_v));
-      if constexpr (!std::is_same_v<Modification, unmodified>)
-        detail::accumulate_modification_inputs(modification, evaluated, d_inputs);
+      if constexpr (!std::is_same_v<Modification, unmodified>) {
+        const auto host = to_host(d_inputs);
+        detail::accumulate_modification_inputs(modification, evaluated,
+                                               std::vector<A>(host.data(), host.data() + host.size()));
+      }
     });
   }
   return out;
