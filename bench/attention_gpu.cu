@@ -7,8 +7,10 @@
 // backward, with CUDA events: warm-up runs, then the median of timed runs. One JSON line a
 // measurement; bench/attention_vs_torch.py runs it beside PyTorch's and prints the table.
 // FLOPs as FlashAttention counts them: forward 4·n²·d·h·batch, halved when causal; backward
-// 2.5× the forward.
-//   attention_gpu [--lengths 512,1024,...] [--types bf16,fp32] [--unfused-max 4096] [--repeat 10]
+// 2.5× the forward. With --alibi, also ALiBi with learned slopes fused (the variant's expression
+// evaluated inside the CUDA-core kernels; forward + backward includes the slopes' gradient),
+// through grad::fused_attention as a model calls it.
+//   attention_gpu [--lengths 512,1024,...] [--types bf16,fp32] [--unfused-max 4096] [--repeat 10] [--alibi]
 #include <attn/cuda/cuda.cuh>
 #include <attn/grad.hpp>
 #include <attn/nn/attention.hpp>
@@ -38,6 +40,7 @@ struct options {
   index_t tokens = 16384;
   index_t unfused_max = 4096;
   int repeat = 10;
+  bool alibi = false;
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -58,8 +61,13 @@ options parse(int argc, char** argv) {
           "  --tokens N          batch × length (default 16384)\n"
           "  --types T,T         bf16, fp32 (default both)\n"
           "  --unfused-max N     longest length the unfused path is timed at (default 4096)\n"
-          "  --repeat N          timed runs, after 2 warm-up runs (default 10)");
+          "  --repeat N          timed runs, after 2 warm-up runs (default 10)\n"
+          "  --alibi             also ALiBi with learned slopes, fused");
       std::exit(0);
+    }
+    if (flag == "--alibi") {
+      o.alibi = true;
+      continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value (--help)");
     const std::string value = argv[++i];
@@ -173,6 +181,55 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
   return m;
 }
 
+/// ALiBi (Press et al., 2022) with learned slopes, −m_h·|i − j| added to the scaled scores, by
+/// grad::fused_attention: the modification evaluated a score at a time inside the kernels, the
+/// slopes' gradient summed by the dQ pass. Slopes start at ALiBi's 2^(−8(h+1)/heads).
+template <class T, class Heads, class Width>
+measurement fused_alibi(const std::string& type, index_t batch, index_t n, bool causal, int repeat) {
+  using B = nn::batch;
+  using Q = nn::src;
+  using K = nn::keys;
+  using S = shape<B, Heads, Q, Width>;
+  using KS = shape<B, Heads, K, Width>;
+  const index_t heads = Heads::extent, d = Width::extent;
+  tensor<T, S> host_q(batch, n);
+  tensor<T, KS> host_k(batch, n), host_v(batch, n);
+  const auto fill = [](auto& t, unsigned seed) {
+    const auto values = random_host<T>(static_cast<std::size_t>(t.size()), seed);
+    std::copy(values.begin(), values.end(), t.data());
+  };
+  fill(host_q, 1), fill(host_k, 2), fill(host_v, 3);
+  tensor<T, shape<Heads>> host_slopes;
+  for (index_t h = 0; h < heads; ++h) host_slopes(h) = T(float(std::exp2(-8.0 * double(h + 1) / double(heads))));
+  const auto q0 = to_device<gpu>(host_q);
+  const auto k0 = to_device<gpu>(host_k);
+  const auto v0 = to_device<gpu>(host_v);
+  const auto slopes0 = to_device<gpu>(host_slopes);
+  const auto alibi = [](const auto& s, const auto& slopes) {
+    return s - broadcast_like(slopes, s) * abs(index_along<Q>(s) - index_along<K>(s));
+  };
+  const grad::key_visibility<B, gpu> visible{nullptr, causal};
+  const auto scale = accumulate_t<T>(1 / std::sqrt(double(d)));
+  measurement m{"fused alibi", type, n, batch, heads, d, causal, 0, 0};
+  m.forward_ms = median_ms(repeat, [&] {
+    grad::variable<T, S, gpu> q(q0, false);
+    grad::variable<T, KS, gpu> k(k0, false), v(v0, false);
+    grad::variable<T, shape<Heads>, gpu> slopes(slopes0, false);
+    auto out = grad::fused_attention(nullptr, q, k, v, visible, scale, nullptr, every_pair{},
+                                     grad::modify_scores(alibi, slopes));
+  });
+  m.backward_ms = median_ms(repeat, [&] {
+    grad::variable<T, S, gpu> q(q0, true);
+    grad::variable<T, KS, gpu> k(k0, true), v(v0, true);
+    grad::variable<T, shape<Heads>, gpu> slopes(slopes0, true);
+    grad::tape tape;
+    auto out = grad::fused_attention(&tape, q, k, v, visible, scale, nullptr, every_pair{},
+                                     grad::modify_scores(alibi, slopes));
+    grad::backward(tape, grad::sum<B>(&tape, grad::sum<Heads>(&tape, grad::sum<Q>(&tape, grad::sum<Width>(&tape, out)))));
+  });
+  return m;
+}
+
 /// The unfused path of nn::scaled_dot_product_attention through the grad layer, with a mask
 /// [batch, n, n] made once (as the model makes it once a batch).
 template <class T, class Heads, class Width>
@@ -227,6 +284,7 @@ void lengths(const options& o, const std::string& type) {
                        by_default ? "fused cuda cores" : "fused tensor cores"));
         tensor_cores::enabled() = by_default;
       }
+      if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat));
       if (n <= o.unfused_max) print(unfused<T, Heads, Width>(type, batch, n, causal, o.repeat));
       // What the unfused path's [batch, heads, n, n] tensors took goes back to the driver.
       ATTN_CUDA_CHECK(cudaDeviceSynchronize());

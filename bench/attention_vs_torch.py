@@ -13,6 +13,11 @@ out.backward(d_out) after a fresh forward in the timed region, as attn's is. Fle
 torch.compile'd once a shape (compilation outside the timing), with a causal block mask when
 causal; only at --flex-lengths, since each shape compiles anew.
 
+With --alibi, ALiBi with learned slopes (−m_h·|i − j| added to the scaled scores; forward + backward
+includes the slopes' gradient) on each side: attn's fused kernels (the variant's expression inside
+them), FlexAttention with a score_mod that reads the slopes, and SDPA with the [heads, n, n] bias
+made from the slopes in the timed region (up to --unfused-max, as the other paths that hold n²).
+
 Usage (on a machine with a GPU and PyTorch with CUDA):
   bench/attention_vs_torch.py --attention-gpu build/bench/attention_gpu [--json out.json]
 """
@@ -71,6 +76,9 @@ def torch_side(args):
                     q, k, v, d_out = (torch.randn(shape, device="cuda", dtype=dtype, generator=generator)
                                       for _ in range(4))
                     leaves = [t.requires_grad_() for t in (q, k, v)]
+                    slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)], device="cuda",
+                                          requires_grad=True)
+                    leaves.append(slopes)
                     candidates = []
                     for name, backend in backends.items():
                         if name == "flash" and type_name != "bf16":
@@ -84,6 +92,22 @@ def torch_side(args):
                         if causal:
                             mask = create_block_mask(lambda b, h, i, j: j <= i, None, None, n, n, device="cuda")
                         candidates.append(("torch flex", lambda mask=mask: flex(q, k, v, block_mask=mask)))
+                        if args.alibi:
+                            def alibi(score, b, h, q_index, kv_index, slopes=slopes):
+                                return score - slopes[h] * (q_index - kv_index).abs()
+                            candidates.append(("torch flex alibi", lambda mask=mask, alibi=alibi:
+                                               flex(q, k, v, score_mod=alibi, block_mask=mask)))
+                    if args.alibi and n <= args.unfused_max:
+                        positions = torch.arange(n, device="cuda")
+                        distance = (positions[:, None] - positions[None, :]).abs().to(dtype)
+                        hidden = positions[None, :] > positions[:, None] if causal else None
+
+                        def sdpa_alibi(distance=distance, hidden=hidden, slopes=slopes, dtype=dtype):
+                            bias = -slopes.to(dtype).view(-1, 1, 1) * distance
+                            if hidden is not None:
+                                bias = bias.masked_fill(hidden, float("-inf"))
+                            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+                        candidates.append(("torch sdpa alibi", sdpa_alibi))
                     for impl, attend in candidates:
                         record = {"impl": impl, "type": type_name, "n": n, "batch": batch, "heads": heads, "d": d,
                                   "causal": causal}
@@ -106,7 +130,7 @@ def torch_side(args):
                         record["forward_backward_tflops"] = 3.5 * flops / (record["forward_backward_ms"] * 1e9)
                         records.append(record)
                         print(json.dumps(record), flush=True)
-                    del q, k, v, d_out, leaves
+                    del q, k, v, d_out, leaves, slopes
                     torch.cuda.empty_cache()
     return records
 
@@ -119,7 +143,7 @@ def _sdpa(F, sdpa_kernel, backend, q, k, v, causal):
 def attn_side(args):
     command = [str(args.attention_gpu), "--lengths", ",".join(map(str, args.lengths)), "--types",
                ",".join(args.types), "--tokens", str(args.tokens), "--unfused-max", str(args.unfused_max),
-               "--repeat", str(args.repeat)]
+               "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else [])
     records = []
     # Line by line as they come, so that a run stopped part-way still leaves its measurements.
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
@@ -168,6 +192,7 @@ def main():
                    help="longest length of the paths that hold the scores (attn unfused, torch math)")
     p.add_argument("--repeat", type=int, default=10, help="timed runs after two warm-up runs")
     p.add_argument("--skip-attn", action="store_true", help="PyTorch's side only")
+    p.add_argument("--alibi", action="store_true", help="also ALiBi with learned slopes on each side")
     p.add_argument("--json", type=Path, help="write every measurement here")
     args = p.parse_args()
     args.lengths = [int(n) for n in args.lengths.split(",")]
