@@ -4,8 +4,12 @@
 // softmax and the product with V, [8, n, n] tensors in between (nn::scaled_dot_product_attention);
 // fused: the tiled kernel (grad::fused_attention), which keeps one log-sum-exp a query row.
 //   build/bench/bench_fused_attention --benchmark_out=fused.json --benchmark_out_format=json
-// The fused kernel's own scratch (a 64×64 tile of scores and one of their gradients a thread,
-// one number a query row in the backward) is outside the counters: O(n), under 1 MiB here.
+// The fused kernel's own scratch (a 128×128 tile of scores and a few of their kind a thread, one
+// number a query row in the backward, and the dQ of the backward's chunks of key tiles when the
+// sentences × heads are fewer than 64) is outside the counters: O(n).
+// attention_decode: 4 queries (a beam step's hypotheses) against n = 64 … 4096 keys, forward.
+// attention_batch: the same in batches of 4096 tokens, sentences of n = 16 … 1024 tokens
+// (training's shape: the paper's batches are ~25 000 tokens of sentences of tens of tokens).
 // attention_alibi: ALiBi with learned slopes (a score modification with a learned input) in
 // causal self-attention through nn::variant_attention, either path forced, n = 256 … 4096.
 #include <attn/attn.hpp>
@@ -21,11 +25,14 @@ using S = shape<nn::batch, heads, nn::src, d_k>;
 using KS = shape<nn::batch, heads, nn::keys, d_k>;
 
 template <class Device>
-void attention_core(benchmark::State& state, bool fused, bool causal, bool backward) {
+void attention_core(benchmark::State& state, bool fused, bool causal, bool backward, index_t tokens,
+                    index_t queries) {
   using A = float;
   const index_t n = state.range(0);
-  tensor<A, S> host_q(1, n);
-  tensor<A, KS> host_k(1, n), host_v(1, n);
+  const index_t sentences = tokens > 0 ? std::max<index_t>(1, tokens / n) : 1;
+  const index_t rows = queries > 0 ? queries : n;  // queries: a decoding step's few, else n
+  tensor<A, S> host_q(sentences, rows);
+  tensor<A, KS> host_k(sentences, n), host_v(sentences, n);
   attn_bench::fill(host_q.data(), host_q.size(), 1);
   attn_bench::fill(host_k.data(), host_k.size(), 2);
   attn_bench::fill(host_v.data(), host_v.size(), 3);
@@ -34,10 +41,11 @@ void attention_core(benchmark::State& state, bool fused, bool causal, bool backw
   const auto v0 = to_device<Device>(host_v);
   // The unfused path's mask, made outside the measurement as the model makes it once a batch.
   const auto mask = [&] {
-    tensor<A, shape<nn::batch, nn::src, nn::keys>> host_mask(1, fused ? 0 : n, fused ? 0 : n);
+    tensor<A, shape<nn::batch, nn::src, nn::keys>> host_mask(sentences, fused ? 0 : rows, fused ? 0 : n);
     if (causal && !fused)
-      for (index_t i = 0; i < n; ++i)
-        for (index_t j = i + 1; j < n; ++j) host_mask(0, i, j) = nn::masked<A>;
+      for (index_t b = 0; b < sentences; ++b)
+        for (index_t i = 0; i < n; ++i)
+          for (index_t j = i + 1; j < n; ++j) host_mask(b, i, j) = nn::masked<A>;
     return to_device<Device>(host_mask);
   }();
   const grad::key_visibility<nn::batch, Device> visible{nullptr, causal};
@@ -63,10 +71,11 @@ void attention_core(benchmark::State& state, bool fused, bool causal, bool backw
   }
   benchmark::DoNotOptimize(last);
   // FLOPs of the two products, as FlashAttention counts them: 4·n²·d·h, halved when causal.
-  const double flops = 4.0 * double(n) * double(n) * d_k::extent * heads::extent * (causal ? 0.5 : 1.0) *
-                       (backward ? 3.5 : 1.0);
+  const double flops = 4.0 * double(rows) * double(n) * d_k::extent * heads::extent * (causal ? 0.5 : 1.0) *
+                       (backward ? 3.5 : 1.0) * double(sentences);
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["n"] = double(n);
+  state.counters["sentences"] = double(sentences);
   if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
 }
 
@@ -137,13 +146,38 @@ void register_cases(const std::string& device) {
       for (bool backward : {false, true}) {
         const std::string name = "attention_core/" + device + (fused ? "/fused" : "/unfused") +
                                  (causal ? "/causal" : "/full") + (backward ? "/fwd_bwd" : "/fwd");
-        benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward)
+        benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward, index_t{0},
+                                     index_t{0})
             ->RangeMultiplier(2)
             ->Range(256, 8192)
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2)
             ->UseRealTime();
       }
+  // Training's shape: 4096 tokens a batch in sentences of n tokens (4096 / n of them).
+  for (bool fused : {false, true})
+    for (bool causal : {false, true})
+      for (bool backward : {false, true}) {
+        const std::string name = "attention_batch/" + device + (fused ? "/fused" : "/unfused") +
+                                 (causal ? "/causal" : "/full") + (backward ? "/fwd_bwd" : "/fwd");
+        benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward, index_t{4096},
+                                     index_t{0})
+            ->RangeMultiplier(2)
+            ->Range(16, 1024)
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2)
+            ->UseRealTime();
+      }
+  // A beam-search step's shape: 4 hypotheses of one sentence against n keys, forward only.
+  for (bool fused : {false, true}) {
+    const std::string name = "attention_decode/" + device + (fused ? "/fused" : "/unfused") + "/full/fwd";
+    benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, false, false, index_t{0}, index_t{4})
+        ->RangeMultiplier(2)
+        ->Range(64, 4096)
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.2)
+        ->UseRealTime();
+  }
 }
 
 }  // namespace

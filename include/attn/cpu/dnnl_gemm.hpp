@@ -31,15 +31,17 @@ inline bool dnnl_gemm_enabled() {
 #endif
 }
 
-/// c [m, n] = op(a) · op(b), row-major: a is [m, k] (transposed_a: stored [k, m]) and b [k, n]
-/// (transposed_b: stored [n, k]). Only when dnnl_gemm_enabled().
+/// c [m, n] = alpha · op(a) · op(b) + beta · c, row-major: a is [m, k] (transposed_a: stored
+/// [k, m]) and b [k, n] (transposed_b: stored [n, k]), each stored whole (its rows adjacent).
+/// Only when dnnl_gemm_enabled().
 inline void dnnl_gemm([[maybe_unused]] float* c, [[maybe_unused]] const float* a, [[maybe_unused]] bool transposed_a,
                       [[maybe_unused]] const float* b, [[maybe_unused]] bool transposed_b, [[maybe_unused]] index_t m,
-                      [[maybe_unused]] index_t n, [[maybe_unused]] index_t k) {
+                      [[maybe_unused]] index_t n, [[maybe_unused]] index_t k, [[maybe_unused]] float alpha = 1,
+                      [[maybe_unused]] float beta = 0) {
 #if defined(ATTN_USE_DNNL)
   const dnnl_status_t status =
-      dnnl_sgemm(transposed_a ? 'T' : 'N', transposed_b ? 'T' : 'N', m, n, k, 1.0f, a, transposed_a ? m : k, b,
-                 transposed_b ? k : n, 0.0f, c, n);
+      dnnl_sgemm(transposed_a ? 'T' : 'N', transposed_b ? 'T' : 'N', m, n, k, alpha, a, transposed_a ? m : k, b,
+                 transposed_b ? k : n, beta, c, n);
   if (status != dnnl_success)
     throw std::runtime_error("attn: oneDNN's sgemm failed on a [" + std::to_string(m) + ", " + std::to_string(k) +
                              "] x [" + std::to_string(k) + ", " + std::to_string(n) + "] product (status " +

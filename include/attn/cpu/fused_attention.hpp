@@ -3,14 +3,15 @@
 // a worker holds one [query_tile, key_tile] block of scores, never [queries, keys].
 //   forward    one (sentence, head, query tile) a task; key tiles stream through an online
 //              softmax: running maximum m, running sum l, output rescaled by exp(m_old − m_new).
-//   backward   two passes that recompute P = exp(S − log_sum_exp) tile by tile: dK and dV a
-//              (sentence, key/value head, key tile) a task, dQ a (sentence, head, query tile) a
-//              task, so that no two tasks add into one gradient and the result is deterministic.
+//   backward   one pass that recomputes P = exp(S − log_sum_exp) a tile at a time: a task a
+//              (sentence, key/value head, chunk of key tiles) gathers dK and dV of its keys and
+//              adds dQ into its chunk's own dQ; the chunks' dQ are summed in order, so that no
+//              two tasks add into one number and the result is the same bits on any threads.
 // Key tiles past a sentence's length, past the causal diagonal, or where the rule or the bias
 // hides every pair are skipped, so a rule such as restricted attention's costs O(r·n·d) products.
 // A score modification (a variant's: ALiBi, a soft cap) is applied a score at a time inside the
-// tile; the gradients of its learned inputs are summed in the dQ pass, in a fixed number of
-// chunks added in order, so that they too are the same bits whatever the threads. Dropout on
+// tile; the gradients of its learned inputs are summed a task at a time, the tasks' sums added
+// in order, so that they too are the same bits whatever the threads. Dropout on
 // the weights draws the unfused path's mask from the counter-based stream, a weight at a time,
 // after the softmax's sums.
 #pragma once
@@ -20,29 +21,35 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "../core/float16.hpp"
 #include "../core/fused_attention.hpp"
+#include "dnnl_gemm.hpp"
 #include "threads.hpp"
+#include "vector_math.hpp"
 
 namespace attn {
 
 template <>
 struct fused_attention<cpu> {
   static constexpr bool available = true;
-  // bench_fused_attention, 2-vCPU EPYC: from 1024 keys the fused forward + backward is level
-  // with the unfused one or faster (1.08× full, 1.49× causal at 1024; 0.5× at 256 and 512, where
-  // recomputing the tiles costs more than the n² tensors save) and its memory is O(n).
-  static constexpr index_t automatic_from_keys = 1024;
+  // bench_fused_attention, 2-vCPU EPYC (Zen 5), docs/fused-attention.md: from 256 keys the fused
+  // forward + backward is level with the unfused one or faster (training's batches: 1.18× full,
+  // 1.32× causal at 256; one sentence: 0.98× and 1.00× at 256, 0.91× full at 512, then 1.35× and
+  // more), and its memory is O(n). With few queries (a decoding step: 4 against 64 … 4096 keys)
+  // it is slower at every length (0.69–0.89×): the unfused path keeps them.
+  static constexpr index_t automatic_from_keys = 256;
+  static constexpr index_t automatic_from_queries = 64;
   // A modified variant's unfused path evaluates its expression through Eigen's broadcast index
   // leaves (~20 ns a score): ALiBi fused is 1.5× faster forward + backward at 16 keys, 2.5× at 64.
   static constexpr index_t automatic_modified_from_keys = 1;
   static constexpr bool modifies_scores = true;
-  static constexpr index_t query_tile = 64;
-  static constexpr index_t key_tile = 64;
+  static constexpr index_t query_tile = 128;
+  static constexpr index_t key_tile = 128;
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
@@ -104,13 +111,12 @@ struct fused_attention<cpu> {
               continue;
             }
             const T rescale = std::exp(running_max(i) - row_max);  // 0 for the first visible tile
-            s.scores.row(i) = (s.scores.row(i).array() - row_max).exp().matrix();
-            running_sum(i) = running_sum(i) * rescale + s.scores.row(i).sum();
+            running_sum(i) = running_sum(i) * rescale + exp_of_row(s.scores, i, row_max);
             out_tile.row(i) *= rescale;
             running_max(i) = row_max;
           }
           if (p.dropout > 0) s.scores.array() *= kept(p, at, key, cols, s).array();  // after the sums
-          out_tile.noalias() += s.scores * value_map(p, at, key, cols, v);
+          tile_product(out_tile, s.scores, value_map(p, at, key, cols, v), T(1), T(1));
         }
         for (index_t i = 0; i < at.rows; ++i) {
           if (running_sum(i) > T(0)) out_tile.row(i) /= running_sum(i);
@@ -137,67 +143,87 @@ struct fused_attention<cpu> {
     const index_t key_tiles = tiles(p.keys, key_tile);
     const index_t group = p.heads / p.kv_heads;
 
-    // dK and dV: a key tile of one key/value head gathers every query of the heads that read it.
-    cpu_backend::parallel_for(p.batch * p.kv_heads * key_tiles, 1, 1, [&](index_t begin, index_t end) {
-      scratch<T> s;
-      for (index_t task = begin; task < end; ++task) {
-        const index_t key = task % key_tiles * key_tile;
-        const index_t kv_head = task / key_tiles % p.kv_heads, b = task / key_tiles / p.kv_heads;
-        const index_t cols = std::min(key_tile, p.keys - key);
-        const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys + key;
-        matrix_map<T> d_k_tile(d_k + kv_row * p.d_k, cols, p.d_k);
-        matrix_map<T> d_v_tile(d_v + kv_row * p.d_v, cols, p.d_v);
-        d_k_tile.setZero();
-        d_v_tile.setZero();
-        for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-          for (index_t tile = 0; tile < query_tiles; ++tile) {
-            const query_block at(p, (b * p.heads + h) * query_tiles + tile, query_tiles);
-            if (key >= at.key_end) continue;
-            const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
-            if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
-            const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
-            if (p.dropout > 0) d_v_tile.noalias() += (s.scores.array() * kept(p, at, key, cols, s).array()).matrix().transpose() * d_out_tile;
-            else d_v_tile.noalias() += s.scores.transpose() * d_out_tile;
-            score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, static_cast<T*>(nullptr), s);
-            d_k_tile.noalias() += scale * (s.scores.transpose() * q_tile);
-          }
-        }
-      }
-    });
-
-    // dQ: a query tile gathers every key tile it sees; the modification's inputs gather every
-    // score, a chunk of tasks into a chunk's own sums.
-    const index_t tasks = p.batch * p.heads * query_tiles;
+    // One pass: a task takes a chunk of a key/value head's key tiles and, for each, every query
+    // tile of the heads that read it, computing P and dS once for dV, dK and dQ. dK and dV of a
+    // key tile are the task's alone; dQ gathers over every key tile, so each chunk adds into a
+    // dQ of its own (the first into d_q), summed in chunk order at the end. The chunks are fixed
+    // by the problem's sizes, not the threads: the same bits on any number of threads.
+    const index_t chunks = key_chunks<T>(p, key_tiles);
+    const index_t tasks = p.batch * p.kv_heads * chunks;
+    const index_t q_size = p.batch * p.heads * p.queries * p.d_k;
+    std::vector<T> more_d_q(static_cast<std::size_t>((chunks - 1) * q_size));
+    const auto d_q_of = [&](index_t chunk) { return chunk == 0 ? d_q : more_d_q.data() + (chunk - 1) * q_size; };
     index_t inputs = 0;
     if constexpr (!std::is_same_v<Modification, unmodified>) inputs = d_modification ? modification.gradient_size() : 0;
-    const index_t chunks = inputs > 0 ? std::min<index_t>(tasks, 64) : tasks;
-    std::vector<T> chunk_sums(static_cast<std::size_t>(inputs > 0 ? chunks * inputs : 0), T(0));
-    cpu_backend::parallel_for(chunks, 1, 1, [&](index_t chunk_begin, index_t chunk_end) {
+    std::vector<T> task_sums(static_cast<std::size_t>(tasks * inputs), T(0));  // a modification's, a task each
+    cpu_backend::parallel_for(tasks, 1, 1, [&](index_t begin, index_t end) {
       scratch<T> s;
-      for (index_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-        T* sums = inputs > 0 ? chunk_sums.data() + chunk * inputs : nullptr;
-        for (index_t task = chunk * tasks / chunks; task < (chunk + 1) * tasks / chunks; ++task) {
-          const query_block at(p, task, query_tiles);
-          const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
-          const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
-          matrix_map<T> d_q_tile(d_q + at.row * p.d_k, at.rows, p.d_k);
-          d_q_tile.setZero();
-          for (index_t key = 0; key < at.key_end; key += key_tile) {
-            const index_t cols = std::min(key_tile, at.key_end - key);
-            if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
-            score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, sums, s);
-            d_q_tile.noalias() += scale * (s.scores * key_map(p, at, key, cols, k));
+      for (index_t task = begin; task < end; ++task) {
+        const index_t chunk = task % chunks;
+        const index_t kv_head = task / chunks % p.kv_heads, b = task / chunks / p.kv_heads;
+        T* const chunk_d_q = d_q_of(chunk);
+        for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {  // this chunk's dQ rows, zeroed
+          const index_t row = (b * p.heads + h) * p.queries;
+          std::fill(chunk_d_q + row * p.d_k, chunk_d_q + (row + p.queries) * p.d_k, T(0));
+        }
+        T* sums = inputs > 0 ? task_sums.data() + task * inputs : nullptr;
+        for (index_t tile = chunk * key_tiles / chunks; tile < (chunk + 1) * key_tiles / chunks; ++tile) {
+          const index_t key = tile * key_tile;
+          const index_t cols = std::min(key_tile, p.keys - key);
+          const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys + key;
+          matrix_map<T> d_k_tile(d_k + kv_row * p.d_k, cols, p.d_k);
+          matrix_map<T> d_v_tile(d_v + kv_row * p.d_v, cols, p.d_v);
+          const matrix_map<const T> k_tile(k + kv_row * p.d_k, cols, p.d_k);
+          d_k_tile.setZero();
+          d_v_tile.setZero();
+          for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+            for (index_t q_tile_index = 0; q_tile_index < query_tiles; ++q_tile_index) {
+              const query_block at(p, (b * p.heads + h) * query_tiles + q_tile_index, query_tiles);
+              if (key >= at.key_end) continue;
+              const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
+              if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
+              const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
+              if (p.dropout > 0) {
+                s.kept.array() = s.scores.array() * kept(p, at, key, cols, s).array();  // P ⊙ Z
+                tile_product(d_v_tile, s.kept.transpose(), d_out_tile, T(1), T(1));
+              } else {
+                tile_product(d_v_tile, s.scores.transpose(), d_out_tile, T(1), T(1));
+              }
+              score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, sums, s);
+              tile_product(d_k_tile, s.scores.transpose(), q_tile, scale, T(1));
+              matrix_map<T> d_q_tile(chunk_d_q + at.row * p.d_k, at.rows, p.d_k);
+              tile_product(d_q_tile, s.scores, k_tile, scale, T(1));
+            }
           }
         }
       }
     });
+    if (chunks > 1) {  // d_q += the other chunks' dQ, in chunk order
+      cpu_backend::parallel_for(q_size, 1, 4096, [&](index_t begin, index_t end) {
+        for (index_t chunk = 1; chunk < chunks; ++chunk) {
+          const T* const from = d_q_of(chunk);
+          for (index_t i = begin; i < end; ++i) d_q[i] += from[i];
+        }
+      });
+    }
     if (inputs > 0) {
       std::fill(d_modification, d_modification + inputs, T(0));
-      for (index_t chunk = 0; chunk < chunks; ++chunk)
-        for (index_t i = 0; i < inputs; ++i) d_modification[i] += chunk_sums[static_cast<std::size_t>(chunk * inputs + i)];
+      for (index_t task = 0; task < tasks; ++task)
+        for (index_t i = 0; i < inputs; ++i) d_modification[i] += task_sums[static_cast<std::size_t>(task * inputs + i)];
     }
   }
 
+  /// How many chunks a key/value head's key tiles are cut into in the backward: enough for about
+  /// 64 tasks when the batch has fewer sentences × key/value heads, so that the threads have work,
+  /// but no more than the key tiles, and their extra dQ no more than 64 MiB. Sizes only: the
+  /// sums' order (and so their bits) must not depend on the threads.
+  template <class T>
+  static index_t key_chunks(const fused_attention_problem& p, index_t key_tiles) {
+    const index_t heads = std::max<index_t>(1, p.batch * p.kv_heads);
+    const index_t q_bytes = std::max<index_t>(1, p.batch * p.heads * p.queries * p.d_k * index_t(sizeof(T)));
+    const index_t by_memory = 1 + (index_t{64} << 20) / q_bytes;
+    return std::max<index_t>(1, std::min({(64 + heads - 1) / heads, key_tiles, by_memory}));
+  }
 
   template <class T>
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -299,19 +325,24 @@ struct fused_attention<cpu> {
       return visible(p, at, first_position + i, key + j, rule) &&
              (!bias_tile || bias_tile[i * p.keys + j] > T(hidden_bias));
     };
-    bool any = false;
+    // Every pair visible, without asking each: no bias or rule, the tile before the sentence's
+    // end and, when causal, its last key at or before its first query's position.
+    const bool whole = !bias_tile && std::is_same_v<Rule, every_pair> && key + cols <= at.key_end &&
+                       (!p.causal || key + cols - 1 <= first_position);
+    bool any = whole;
     for (index_t i = 0; i < at.rows && !any; ++i)
       for (index_t j = 0; j < cols && !any; ++j) any = seen(i, j);
     if (!any) return false;
     s.scores.resize(at.rows, cols);
-    s.scores.noalias() = q_tile * key_map(p, at, key, cols, k).transpose();
-    s.scores *= T(p.scale);
+    tile_product(s.scores, q_tile, key_map(p, at, key, cols, k).transpose(), T(p.scale), T(0));
     if constexpr (!std::is_same_v<Modification, unmodified>) {
       s.scaled = s.scores;
       for (index_t i = 0; i < at.rows; ++i)
         for (index_t j = 0; j < cols; ++j)
-          if (seen(i, j)) s.scores(i, j) = modification(score_coordinates{at.b, at.h, at.first + i, key + j}, s.scaled(i, j));
+          if (whole || seen(i, j))
+            s.scores(i, j) = modification(score_coordinates{at.b, at.h, at.first + i, key + j}, s.scaled(i, j));
     }
+    if (whole) return true;
     if (bias_tile)
       s.scores += Eigen::Map<const matrix<T>, 0, Eigen::OuterStride<>>(bias_tile, at.rows, cols,
                                                                         Eigen::OuterStride<>(p.keys));
@@ -319,6 +350,47 @@ struct fused_attention<cpu> {
       for (index_t j = 0; j < cols; ++j)
         if (!seen(i, j)) s.scores(i, j) = -infinity<T>;
     return true;
+  }
+
+  /// c = alpha · a · b + beta · c (beta 0 or 1) for a tile: a, b and c matrices or maps over
+  /// adjacent rows, a and b possibly transposed. Float products of 32 × 32 × 64 and more through
+  /// oneDNN's sgemm when attn has it (on a Zen 5, one thread: 1.4× OpenBLAS's rate at 64 × 64 ×
+  /// 64, 1.75× at 128 × 128 × 64, but 0.7× at 16 × 16 × 64, where a call costs more than it
+  /// multiplies: docs/benchmarks.md), else by Eigen.
+  template <class T, class C, class A, class B>
+  static void tile_product(C&& c, const A& a, const B& b, T alpha, T beta) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (cpu_backend::dnnl_gemm_enabled() && c.rows() * c.cols() * a.cols() >= 32 * 32 * 64) {
+        const auto [a_data, a_transposed] = stored(a);
+        const auto [b_data, b_transposed] = stored(b);
+        cpu_backend::dnnl_gemm(c.data(), a_data, a_transposed, b_data, b_transposed, c.rows(), c.cols(), a.cols(),
+                               alpha, beta);
+        return;
+      }
+    }
+    if (beta == T(0)) c.noalias() = alpha * (a * b);
+    else c.noalias() += alpha * (a * b);
+  }
+  /// Where a tile operand's numbers are, and whether it is the transpose of what is stored there.
+  template <class X>
+  static std::pair<const float*, bool> stored(const X& x) {
+    if constexpr (requires { x.nestedExpression(); }) return {x.nestedExpression().data(), true};
+    else return {x.data(), false};
+  }
+
+  /// x.row(i) = exp(x.row(i) − shift) (0 where it was −∞); returns the row's sum. Float rows
+  /// through vector_math (the widest vectors the CPU has, chosen at run time; the build targets
+  /// plain x86-64, so Eigen's exp would run in SSE2).
+  template <class T>
+  static T exp_of_row(matrix<T>& x, index_t i, T shift) {
+    auto row = x.row(i);
+    row.array() -= shift;
+    if constexpr (std::is_same_v<T, float>) {
+      return cpu_backend::vector_math::exp_and_sum(row.data(), row.size());
+    } else {
+      row = row.array().exp().matrix();
+      return row.sum();
+    }
   }
 
   template <class Rule>
@@ -336,7 +408,7 @@ struct fused_attention<cpu> {
     for (index_t i = 0; i < at.rows; ++i) {
       const T lse = log_sum_exp[at.row + i];
       if (lse == -infinity<T>) s.scores.row(i).setZero();
-      else s.scores.row(i) = (s.scores.row(i).array() - lse).exp().matrix();
+      else exp_of_row(s.scores, i, lse);
     }
     return true;
   }
@@ -349,7 +421,7 @@ struct fused_attention<cpu> {
                              const matrix_map<const T>& d_out_tile, const T* v, const std::vector<T>& d_out_dot_out,
                              const Modification& modification, T* sums, scratch<T>& s) {
     s.d_probabilities.resize(at.rows, cols);
-    s.d_probabilities.noalias() = d_out_tile * value_map(p, at, key, cols, v).transpose();
+    tile_product(s.d_probabilities, d_out_tile, value_map(p, at, key, cols, v).transpose(), T(1), T(0));
     if (p.dropout > 0) s.d_probabilities.array() *= kept(p, at, key, cols, s).array();  // dP through the mask
     for (index_t i = 0; i < at.rows; ++i)
       s.scores.row(i).array() *=

@@ -193,8 +193,8 @@ V make_variant(random_stream& init, attention_kind kind, const variant_spec& spe
 /// when the context carries a random stream (the paper has none there). Returns [B, H, Q, d_v].
 /// By the device's fused kernel (grad/fused_attention.hpp) when the variant is a dot product (its
 /// score modification, if any, evaluated inside the kernel), the keys are many
-/// (fused_attention<Device>::automatic_from_keys, automatic_modified_from_keys for a modified
-/// variant) and the context does not ask otherwise
+/// (fused_attention<Device>::automatic_from_keys and automatic_from_queries,
+/// automatic_modified_from_keys for a modified variant) and the context does not ask otherwise
 /// (context::path); else by products and a softmax.
 template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
 grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
@@ -246,9 +246,10 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     if (ctx.path == attention_path::fused && unfusable)
       throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
     if constexpr (fused_attention<Device>::available && dot_product_family) {
-      const bool worth_it = k.extents().template extent<keys>() >=
-                            (modifies ? fused_attention<Device>::automatic_modified_from_keys
-                                      : fused_attention<Device>::automatic_from_keys);
+      const bool worth_it =
+          modifies ? k.extents().template extent<keys>() >= fused_attention<Device>::automatic_modified_from_keys
+                   : k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys &&
+                         q.extents().template extent<Q>() >= fused_attention<Device>::automatic_from_queries;
       if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
         // The mask's key counts and causality say what each query sees, with a bias only where
         // they cannot (a rule folded in, padding between tokens); the kernel skips the key tiles

@@ -203,6 +203,21 @@ TEST_CASE("fused attention equals the whole score matrix at lengths across tile 
   }
 }
 
+TEST_CASE("fused attention's backward cuts key tiles into chunks with their own dQ only when the heads are few") {
+  // 32 sentences × 2 heads: 64 tasks without cutting, one chunk, dQ gathered in place; one
+  // sentence and head of 3 key tiles: 3 chunks, each with its dQ, summed at the end.
+  for (const sizes z : {sizes{32, 2, 2, 130, 130, 32, 32}, sizes{1, 1, 1, 300, 300, 32, 32}}) {
+    for (bool causal : {false, true}) {
+      CAPTURE(z.batch);
+      CAPTURE(causal);
+      const auto x = random_data(z, unsigned(z.batch * 3 + causal));
+      const auto p = problem_of(z, nullptr, causal);
+      check_against_reference<double>(p, x, 1e-12);
+      check_against_reference<float>(p, x, 2e-5);
+    }
+  }
+}
+
 /// x with every value rounded to T: what a kernel of T reads.
 template <class T>
 attention_data rounded(attention_data x) {
@@ -245,15 +260,15 @@ TEST_CASE("fused attention takes bfloat16 and float16, accumulates in float and 
 }
 
 TEST_CASE("fused attention: padding, grouped heads, a decoding step's first query and a mask rule") {
-  const sizes z{3, 4, 2, 70, 150, 32, 16};  // 4 query heads on 2 key/value heads; d_v ≠ d_k
+  const sizes z{3, 4, 2, 140, 300, 32, 16};  // 4 query heads on 2 key/value heads; d_v ≠ d_k
   const auto x = random_data(z, 11);
-  const std::vector<index_t> lengths{150, 65, 1};
+  const std::vector<index_t> lengths{300, 130, 1};
   SUBCASE("padding") { check_against_reference<double>(problem_of(z, &lengths, false), x, 1e-12); }
-  SUBCASE("padding and causal, queries at 80 … 149") {
+  SUBCASE("padding and causal, queries at 80 … 219") {
     check_against_reference<double>(problem_of(z, &lengths, true, 80), x, 1e-12);
   }
   SUBCASE("a mask rule with causal masks: most key tiles are skipped") {
-    const sizes self{2, 4, 1, 150, 150, 32, 32};  // multi-query
+    const sizes self{2, 4, 1, 300, 300, 32, 32};  // multi-query
     const auto y = random_data(self, 12);
     check_against_reference<double>(problem_of(self, nullptr, true), y, 1e-12, within_four{});
     check_against_reference<double>(problem_of(self, nullptr, false), y, 1e-12, within_four{});
@@ -262,7 +277,7 @@ TEST_CASE("fused attention: padding, grouped heads, a decoding step's first quer
 }
 
 TEST_CASE("fused attention adds a bias shared by the heads: the unfused path's masks, and any other") {
-  const sizes z{2, 3, 3, 70, 90, 16, 16};
+  const sizes z{2, 3, 3, 140, 180, 16, 16};
   auto x = random_data(z, 16);
   x.bias = random_values(z.batch * z.queries * z.keys, 17);
   for (std::size_t i = 0; i < x.bias.size(); i += 3) x.bias[i] = -1e9;  // a mask: hidden keys

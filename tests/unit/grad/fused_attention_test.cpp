@@ -104,19 +104,19 @@ const auto soft_cap = [](const auto& s, const auto& cap) {
 
 TEST_CASE("grad::fused_attention with a score modification equals grad::map on the scores, learned inputs included") {
   using HK = dim<"heads", 4>;
-  auto q = random_input<shape<B, H, L, DK>>(3, 70);  // across a 64-query tile's edge
-  auto k = random_input<shape<B, HK, K, DK>>(3, 67);
-  auto v = random_input<shape<B, HK, K, DV>>(3, 67);
+  auto q = random_input<shape<B, H, L, DK>>(3, 130);  // across a 128-query tile's edge
+  auto k = random_input<shape<B, HK, K, DK>>(3, 131);
+  auto v = random_input<shape<B, HK, K, DV>>(3, 131);
   auto slopes = random_input<shape<H>>();
   auto cap = random_input<shape<H>>();
   for (index_t h = 0; h < 4; ++h) cap.value()(h) = 0.5 + 0.25 * double(h);  // scores reach past the cap
   tensor<index_t, shape<B>> lengths(3);
-  lengths(0) = 67, lengths(1) = 30, lengths(2) = 65;
-  tensor<double, shape<B, L, K>> mask(3, 70, 67);
+  lengths(0) = 131, lengths(1) = 30, lengths(2) = 129;
+  tensor<double, shape<B, L, K>> mask(3, 130, 131);
   for (index_t b = 0; b < 3; ++b)
-    for (index_t i = 0; i < 70; ++i)
-      for (index_t j = 0; j < 67; ++j) mask(b, i, j) = j < lengths(b) && j <= i + 2 ? 0.0 : nn::masked<double>;
-  tensor<double, shape<B, H, L, DV>> r(3, 70);
+    for (index_t i = 0; i < 130; ++i)
+      for (index_t j = 0; j < 131; ++j) mask(b, i, j) = j < lengths(b) && j <= i + 2 ? 0.0 : nn::masked<double>;
+  tensor<double, shape<B, H, L, DV>> r(3, 130);
   test::fill_random(r);
   const double scale = 1.5;  // large scores, so that the cap bends them
 
@@ -196,7 +196,8 @@ TEST_CASE("grad::fused_attention with a modification passes gradient checks; con
 
 #ifdef _OPENMP
 TEST_CASE("grad::fused_attention: a learned input's gradient is the same bits on one thread and on every thread") {
-  // 3 sentences × 4 heads × 6 query tiles: 72 tasks, more than the 64 chunks of the sums.
+  // 3 sentences × 2 key/value heads × 3 key tiles: 18 tasks of the backward, each with its own
+  // sums of the slopes' gradient.
   auto q = random_input<shape<B, H, L, DK>>(3, 330);
   auto k = random_input<shape<B, G, K, DK>>(3, 330);
   auto v = random_input<shape<B, G, K, DV>>(3, 330);
@@ -224,16 +225,16 @@ TEST_CASE("grad::fused_attention: a learned input's gradient is the same bits on
 
 TEST_CASE("grad::fused_attention drops the weights grad::dropout drops, from the same numbers") {
   using HK = dim<"heads", 4>;
-  auto q = random_input<shape<B, H, L, DK>>(2, 70);
-  auto k = random_input<shape<B, HK, K, DK>>(2, 67);
-  auto v = random_input<shape<B, HK, K, DV>>(2, 67);
+  auto q = random_input<shape<B, H, L, DK>>(2, 130);
+  auto k = random_input<shape<B, HK, K, DK>>(2, 131);
+  auto v = random_input<shape<B, HK, K, DV>>(2, 131);
   tensor<index_t, shape<B>> lengths(2);
-  lengths(0) = 67, lengths(1) = 40;
-  tensor<double, shape<B, L, K>> mask(2, 70, 67);
+  lengths(0) = 131, lengths(1) = 40;
+  tensor<double, shape<B, L, K>> mask(2, 130, 131);
   for (index_t b = 0; b < 2; ++b)
-    for (index_t i = 0; i < 70; ++i)
-      for (index_t j = 0; j < 67; ++j) mask(b, i, j) = j < lengths(b) ? 0.0 : nn::masked<double>;
-  tensor<double, shape<B, H, L, DV>> r(2, 70);
+    for (index_t i = 0; i < 130; ++i)
+      for (index_t j = 0; j < 131; ++j) mask(b, i, j) = j < lengths(b) ? 0.0 : nn::masked<double>;
+  tensor<double, shape<B, H, L, DV>> r(2, 130);
   test::fill_random(r);
   const double scale = 0.6, p = 0.3;
 

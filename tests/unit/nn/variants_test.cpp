@@ -148,20 +148,28 @@ TEST_CASE("variants: scaled (eq. 1) and unscaled dot-product attention match loo
                            nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
 }
 
-TEST_CASE("variants: from automatic_from_keys keys on, the automatic choice is the fused kernel") {
+TEST_CASE("variants: from automatic_from_keys keys and automatic_from_queries queries on, the automatic choice is "
+          "the fused kernel") {
   const index_t many = fused_attention<cpu>::automatic_from_keys;
-  auto q = test::random_input<shape<batch, heads, tgt, d_k>>(1, 2);
+  const index_t enough = fused_attention<cpu>::automatic_from_queries;
   auto k = test::random_input<shape<batch, heads, keys, d_k>>(1, many);
   auto v = test::random_input<shape<batch, heads, keys, d_v>>(1, many);
-  const nn::attention_mask<double, batch, tgt, cpu> mask(1, 2, many);  // every key visible
   const auto paper = make<nn::scaled_dot_product>("");
-  const auto run = [&](nn::attention_path path) {
-    return nn::variant_attention(paper, nn::context{nullptr, nullptr, nullptr, path}, q, k, v, mask,
-                                 nn::attention_kind::encoder_self);
-  };
-  CHECK(largest_difference(run(nn::attention_path::automatic).value(), run(nn::attention_path::fused).value()) == 0);
-  CHECK(largest_difference(run(nn::attention_path::automatic).value(), run(nn::attention_path::unfused).value()) <
-        1e-12);
+  for (const index_t queries : {enough, enough - 1}) {  // a decoding step's few queries: unfused
+    CAPTURE(queries);
+    auto q = test::random_input<shape<batch, heads, tgt, d_k>>(1, queries);
+    const nn::attention_mask<double, batch, tgt, cpu> mask(1, queries, many);  // every key visible
+    const auto run = [&](nn::attention_path path) {
+      return nn::variant_attention(paper, nn::context{nullptr, nullptr, nullptr, path}, q, k, v, mask,
+                                   nn::attention_kind::encoder_self)
+          .value();
+    };
+    const auto automatic = run(nn::attention_path::automatic);
+    const auto expected = run(queries == enough ? nn::attention_path::fused : nn::attention_path::unfused);
+    CHECK(largest_difference(automatic, expected) == 0);
+    CHECK(largest_difference(automatic, run(queries == enough ? nn::attention_path::unfused
+                                                              : nn::attention_path::fused)) < 1e-12);
+  }
 }
 
 TEST_CASE("variants: a variant whose scores the kernel modifies takes it from automatic_modified_from_keys keys on") {
