@@ -74,8 +74,8 @@ result run(const sizes& z, unsigned seed) {
   const auto v_host = random(extents<shape<B, G, K, DV>>(z.batch, z.kv_heads, z.keys, z.d_v));
   const auto r_host = random(extents<shape<B, H, Q, DV>>(z.batch, z.heads, z.queries, z.d_v));
   auto bias_host = random(extents<shape<B, Q, K>>(z.batch, z.queries, z.keys), -2, 2);
-  for (index_t i = 0; i < bias_host.size(); ++i)  // a tenth of the pairs hidden (float16 holds −1e4)
-    if (bias_host.data()[i] < of(-1.6)) bias_host.data()[i] = of(is_float16_storage<T> ? -1e4 : -1e9);
+  for (index_t i = 0; i < bias_host.size(); ++i)  // a tenth of the pairs hidden (float16's −1e9 is −∞)
+    if (bias_host.data()[i] < of(-1.6)) bias_host.data()[i] = of(-1e9);
   const auto per_head = random(extents<shape<H>>(z.heads), 0.1, 1);  // slopes in (0.1, 1), caps in (2, 5)
   grad::variable<T, shape<H>, Device> learned(
       to_device<Device>(z.modified == modification::soft_cap ? random(extents<shape<H>>(z.heads), 2, 5) : per_head), true);
@@ -137,7 +137,7 @@ result run_kernel(const sizes& z, unsigned seed) {
   const auto q = random(q_size), k = random(k_size), v = random(v_size), r = random(out_size);
   auto bias = random(bias_size);
   for (auto& e : bias)
-    if (float(e) < -0.8f) e = T(-1e4f);  // a tenth of the pairs hidden (−1e4: float16 holds it)
+    if (float(e) < -0.8f) e = T(-1e9f);  // a tenth of the pairs hidden (at or below hidden_bias; float16's is −∞)
   std::vector<index_t> lengths(static_cast<std::size_t>(z.batch), z.keys);
   if (z.padded) lengths.back() = z.empty ? 0 : (z.keys + 1) / 2;
 

@@ -194,7 +194,8 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
         const A probability = exp_of(s - lse_tile[r]);
         const A kept = p.dropout > 0 ? A(p.kept(b, h, i, j)) : A(1);
         A d_score = probability * (dp * kept - dots_tile[r]);
-        if constexpr (M::modifies) d_score *= modification.derivative(score_index(p, b, h, i, j), scaled);
+        if constexpr (M::modifies)  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
+          if (d_score != A(0)) d_score *= modification.derivative(score_index(p, b, h, i, j), scaled);
 #pragma unroll
         for (int c = 0; c < D; ++c) {
           dv[c] += probability * kept * d_out_tile[r][c];
@@ -210,17 +211,20 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   }
 }
 
-/// dQ of 64 queries of one head: a thread a query, over every key it sees; with a modification
-/// whose inputs learn, the row's share of their gradients into its own `input_gradients` slice.
+/// dQ of 64 queries of one head: a thread a query, over every key it sees; sentences from
+/// first_sentence on, one a grid row. With a modification whose inputs learn, the row's share of
+/// their gradients into its own slice of `input_gradients`, which holds the launch's rows.
 template <int D, class T, class Rule, class M>
 __global__ void backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
                                  const T* d_out, const accumulate_t<T>* log_sum_exp, const accumulate_t<T>* dots,
-                                 T* d_q, Rule rule, M modification, accumulate_t<T>* input_gradients) {
+                                 T* d_q, Rule rule, M modification, accumulate_t<T>* input_gradients,
+                                 index_t first_sentence) {
   using A = accumulate_t<T>;
   constexpr int tile = fused_attention_kernels::tile<A, D>;
   __shared__ A keys_tile[tile][D];
   __shared__ A values_tile[tile][D];
-  const index_t b = blockIdx.z, h = blockIdx.y;
+  const index_t b = first_sentence + blockIdx.z, h = blockIdx.y;
+  [[maybe_unused]] const index_t first_row = first_sentence * p.heads * p.queries;  // the launch's first row
   const index_t first = index_t(blockIdx.x) * query_rows, i = first + threadIdx.x;
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
@@ -258,9 +262,12 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
       A d_score = probability * (dp * kept - dot);
       if constexpr (M::modifies) {
         const std::int64_t score = score_index(p, b, h, i, key + j);
-        if (input_gradients != nullptr && d_score != A(0))  // 0: hidden, or no gradient
-          modification.accumulate(score, scaled, d_score, input_gradients + (at.query_row + i) * modification.size);
-        d_score *= modification.derivative(score, scaled);
+        if (d_score != A(0)) {  // 0: hidden, or no gradient
+          if (input_gradients != nullptr)
+            modification.accumulate(score, scaled, d_score,
+                                    input_gradients + (at.query_row + i - first_row) * modification.size);
+          d_score *= modification.derivative(score, scaled);
+        }
       }
 #pragma unroll
       for (int c = 0; c < D; ++c) dq[c] += scale * d_score * keys_tile[j][c];
@@ -273,9 +280,10 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
 }
 
 /// sums[e] = Σ_r rows[r · size + e] over every row in a fixed order (a block an element; its
-/// threads' strided sums combined by a fixed tree): the same bits every run.
+/// threads' strided sums combined by a fixed tree), added to sums[e] when `add`: the same bits
+/// every run.
 template <class A>
-__global__ void sum_rows(const A* rows, A* sums, index_t count, index_t size) {
+__global__ void sum_rows(const A* rows, A* sums, index_t count, index_t size, bool add) {
   constexpr int threads = 256;
   __shared__ A partial[threads];
   const index_t e = blockIdx.x;
@@ -287,7 +295,7 @@ __global__ void sum_rows(const A* rows, A* sums, index_t count, index_t size) {
     if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) sums[e] = partial[0];
+  if (threadIdx.x == 0) sums[e] = add ? sums[e] + partial[0] : partial[0];
 }
 
 /// Calls f with the smallest compiled head width (32, 64, 128) that holds d_k and d_v.
@@ -339,7 +347,7 @@ struct fused_attention<cuda> {
         }
       }
       const dim3 grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
-      kernels::forward<D, T, Rule, std::type_identity_t<decltype(on_device)>>
+      kernels::forward<D, T, Rule, std::remove_cvref_t<decltype(on_device)>>
           <<<grid, kernels::query_rows, 0, cuda_backend::stream()>>>(p, q, k, v, bias, out, log_sum_exp, rule,
                                                                      on_device);
     });
@@ -364,19 +372,26 @@ struct fused_attention<cuda> {
     }
     cuda_backend::workspace ws;
     const auto on_device = cuda_backend::device_modification(modification, ws);
-    using M = std::type_identity_t<decltype(on_device)>;
+    using M = std::remove_cvref_t<decltype(on_device)>;
     index_t inputs = 0;
     if constexpr (M::modifies) inputs = d_modification != nullptr ? on_device.size : 0;
-    const std::size_t row_gradient_bytes = static_cast<std::size_t>(rows * inputs) * sizeof(A);
-    if (row_gradient_bytes > (std::size_t{1} << 30))
+    // The learned inputs' gradients take `inputs` floats a query row on the way: a launch of the
+    // dQ kernel takes as many sentences as keep that under 256 MiB, and their rows are summed
+    // into d_modification after it, launch after launch (a fixed order: the same bits).
+    const std::size_t sentence_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
+    constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
+    if (sentence_bytes > row_gradient_limit)
       throw std::invalid_argument(
           "attn::fused_attention<cuda>: the score modification's learned inputs (" + std::to_string(inputs) +
-          " numbers) would take " + std::to_string(row_gradient_bytes >> 20) + " MiB of scratch for " +
-          std::to_string(rows) + " query rows (at most 1 GiB); use the unfused path (nn::attention_path::unfused)");
+          " numbers) would take " + std::to_string(sentence_bytes >> 20) + " MiB of scratch for one sentence's " +
+          std::to_string(p.heads * p.queries) +
+          " query rows (at most 256 MiB); use the unfused path (nn::attention_path::unfused)");
+    const index_t sentences_a_launch =
+        inputs > 0 ? std::max<index_t>(1, std::min<index_t>(p.batch, index_t(row_gradient_limit / sentence_bytes)))
+                   : std::max<index_t>(1, p.batch);
+    const std::size_t row_gradient_bytes = static_cast<std::size_t>(sentences_a_launch) * sentence_bytes;
     const auto row_gradients = cuda_backend::allocate_scratch(row_gradient_bytes);
     A* const input_gradients = static_cast<A*>(row_gradients.get());
-    if (input_gradients != nullptr)
-      ATTN_CUDA_CHECK(cudaMemsetAsync(input_gradients, 0, row_gradient_bytes, cuda_backend::stream()));
     kernels::with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
       if constexpr (is_float16_storage<T> && !M::modifies) {
@@ -391,18 +406,25 @@ struct fused_attention<cuda> {
             p, q, k, v, bias, d_out, log_sum_exp, dots, d_k, d_v, rule, on_device);
         ATTN_CUDA_CHECK(cudaGetLastError());
       }
-      if (rows > 0) {
-        const dim3 query_grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
+      for (index_t first = 0; first < p.batch && p.heads * p.queries > 0; first += sentences_a_launch) {
+        const index_t sentences = std::min(sentences_a_launch, p.batch - first);
+        if (inputs > 0)
+          ATTN_CUDA_CHECK(cudaMemsetAsync(input_gradients, 0, static_cast<std::size_t>(sentences) * sentence_bytes,
+                                          cuda_backend::stream()));
+        const dim3 query_grid(kernels::blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(sentences));
         kernels::backward_queries<D, T, Rule, M><<<query_grid, kernels::query_rows, 0, cuda_backend::stream()>>>(
-            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule, on_device, input_gradients);
+            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule, on_device, input_gradients, first);
         ATTN_CUDA_CHECK(cudaGetLastError());
+        if (inputs > 0) {
+          kernels::sum_rows<<<unsigned(inputs), 256, 0, cuda_backend::stream()>>>(
+              input_gradients, d_modification, sentences * p.heads * p.queries, inputs, first > 0);
+          ATTN_CUDA_CHECK(cudaGetLastError());
+        }
       }
+      if (inputs > 0 && p.batch * p.heads * p.queries == 0)  // no rows: no gradient
+        ATTN_CUDA_CHECK(cudaMemsetAsync(d_modification, 0, static_cast<std::size_t>(inputs) * sizeof(A),
+                                        cuda_backend::stream()));
     });
-    if (inputs > 0) {
-      kernels::sum_rows<<<unsigned(inputs), 256, 0, cuda_backend::stream()>>>(input_gradients, d_modification, rows,
-                                                                             inputs);
-      ATTN_CUDA_CHECK(cudaGetLastError());
-    }
   }
 
  private:

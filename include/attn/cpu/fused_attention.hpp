@@ -10,8 +10,8 @@
 // Key tiles past a sentence's length, past the causal diagonal, or where the rule or the bias
 // hides every pair are skipped, so a rule such as restricted attention's costs O(r·n·d) products.
 // A score modification (a variant's: ALiBi, a soft cap) is applied a score at a time inside the
-// tile; the gradients of its learned inputs are summed a task at a time, the tasks' sums added
-// in order, so that they too are the same bits whatever the threads. Dropout on
+// tile; the gradients of its learned inputs are summed over fixed runs of tasks, the runs' sums
+// added in order, so that they too are the same bits whatever the threads. Dropout on
 // the weights draws the unfused path's mask from the counter-based stream, a weight at a time,
 // after the softmax's sums.
 #pragma once
@@ -92,7 +92,7 @@ struct fused_attention<cpu> {
   static void tiled_forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                             T* log_sum_exp, Rule rule, const Modification& modification) {
     const index_t query_tiles = tiles(p.queries, query_tile);
-    cpu_backend::parallel_for(p.batch * p.heads * query_tiles, 1, 1, [&](index_t begin, index_t end) {
+    for_tasks(p.batch * p.heads * query_tiles, [&](index_t begin, index_t end) {
       scratch<T> s;
       for (index_t task = begin; task < end; ++task) {
         const query_block at(p, task, query_tiles);
@@ -153,46 +153,51 @@ struct fused_attention<cpu> {
     const index_t q_size = p.batch * p.heads * p.queries * p.d_k;
     std::vector<T> more_d_q(static_cast<std::size_t>((chunks - 1) * q_size));
     const auto d_q_of = [&](index_t chunk) { return chunk == 0 ? d_q : more_d_q.data() + (chunk - 1) * q_size; };
+    // A modification's learned inputs gather their gradients in at most 64 sums, each over a
+    // fixed run of tasks that one thread takes in order, added in order at the end.
     index_t inputs = 0;
     if constexpr (!std::is_same_v<Modification, unmodified>) inputs = d_modification ? modification.gradient_size() : 0;
-    std::vector<T> task_sums(static_cast<std::size_t>(tasks * inputs), T(0));  // a modification's, a task each
-    cpu_backend::parallel_for(tasks, 1, 1, [&](index_t begin, index_t end) {
+    const index_t runs = inputs > 0 ? std::min<index_t>(tasks, 64) : tasks;
+    std::vector<T> run_sums(static_cast<std::size_t>(runs * inputs), T(0));
+    for_tasks(runs, [&](index_t run_begin, index_t run_end) {
       scratch<T> s;
-      for (index_t task = begin; task < end; ++task) {
-        const index_t chunk = task % chunks;
-        const index_t kv_head = task / chunks % p.kv_heads, b = task / chunks / p.kv_heads;
-        T* const chunk_d_q = d_q_of(chunk);
-        for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {  // this chunk's dQ rows, zeroed
-          const index_t row = (b * p.heads + h) * p.queries;
-          std::fill(chunk_d_q + row * p.d_k, chunk_d_q + (row + p.queries) * p.d_k, T(0));
-        }
-        T* sums = inputs > 0 ? task_sums.data() + task * inputs : nullptr;
-        for (index_t tile = chunk * key_tiles / chunks; tile < (chunk + 1) * key_tiles / chunks; ++tile) {
-          const index_t key = tile * key_tile;
-          const index_t cols = std::min(key_tile, p.keys - key);
-          const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys + key;
-          matrix_map<T> d_k_tile(d_k + kv_row * p.d_k, cols, p.d_k);
-          matrix_map<T> d_v_tile(d_v + kv_row * p.d_v, cols, p.d_v);
-          const matrix_map<const T> k_tile(k + kv_row * p.d_k, cols, p.d_k);
-          d_k_tile.setZero();
-          d_v_tile.setZero();
-          for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-            for (index_t q_tile_index = 0; q_tile_index < query_tiles; ++q_tile_index) {
-              const query_block at(p, (b * p.heads + h) * query_tiles + q_tile_index, query_tiles);
-              if (key >= at.key_end) continue;
-              const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
-              if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
-              const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
-              if (p.dropout > 0) {
-                s.kept.array() = s.scores.array() * kept(p, at, key, cols, s).array();  // P ⊙ Z
-                tile_product(d_v_tile, s.kept.transpose(), d_out_tile, T(1), T(1));
-              } else {
-                tile_product(d_v_tile, s.scores.transpose(), d_out_tile, T(1), T(1));
+      for (index_t run = run_begin; run < run_end; ++run) {
+        T* const sums = inputs > 0 ? run_sums.data() + run * inputs : nullptr;
+        for (index_t task = run * tasks / runs; task < (run + 1) * tasks / runs; ++task) {
+          const index_t chunk = task % chunks;
+          const index_t kv_head = task / chunks % p.kv_heads, b = task / chunks / p.kv_heads;
+          T* const chunk_d_q = d_q_of(chunk);
+          for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {  // this chunk's dQ rows, zeroed
+            const index_t row = (b * p.heads + h) * p.queries;
+            std::fill(chunk_d_q + row * p.d_k, chunk_d_q + (row + p.queries) * p.d_k, T(0));
+          }
+          for (index_t tile = chunk * key_tiles / chunks; tile < (chunk + 1) * key_tiles / chunks; ++tile) {
+            const index_t key = tile * key_tile;
+            const index_t cols = std::min(key_tile, p.keys - key);
+            const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys + key;
+            matrix_map<T> d_k_tile(d_k + kv_row * p.d_k, cols, p.d_k);
+            matrix_map<T> d_v_tile(d_v + kv_row * p.d_v, cols, p.d_v);
+            const matrix_map<const T> k_tile(k + kv_row * p.d_k, cols, p.d_k);
+            d_k_tile.setZero();
+            d_v_tile.setZero();
+            for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+              for (index_t q_tile_index = 0; q_tile_index < query_tiles; ++q_tile_index) {
+                const query_block at(p, (b * p.heads + h) * query_tiles + q_tile_index, query_tiles);
+                if (key >= at.key_end) continue;
+                const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
+                if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
+                const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
+                if (p.dropout > 0) {
+                  s.kept.array() = s.scores.array() * kept(p, at, key, cols, s).array();  // P ⊙ Z
+                  tile_product(d_v_tile, s.kept.transpose(), d_out_tile, T(1), T(1));
+                } else {
+                  tile_product(d_v_tile, s.scores.transpose(), d_out_tile, T(1), T(1));
+                }
+                score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, sums, s);
+                tile_product(d_k_tile, s.scores.transpose(), q_tile, scale, T(1));
+                matrix_map<T> d_q_tile(chunk_d_q + at.row * p.d_k, at.rows, p.d_k);
+                tile_product(d_q_tile, s.scores, k_tile, scale, T(1));
               }
-              score_gradient(p, at, key, cols, d_out_tile, v, d_out_dot_out, modification, sums, s);
-              tile_product(d_k_tile, s.scores.transpose(), q_tile, scale, T(1));
-              matrix_map<T> d_q_tile(chunk_d_q + at.row * p.d_k, at.rows, p.d_k);
-              tile_product(d_q_tile, s.scores, k_tile, scale, T(1));
             }
           }
         }
@@ -208,9 +213,25 @@ struct fused_attention<cpu> {
     }
     if (inputs > 0) {
       std::fill(d_modification, d_modification + inputs, T(0));
-      for (index_t task = 0; task < tasks; ++task)
-        for (index_t i = 0; i < inputs; ++i) d_modification[i] += task_sums[static_cast<std::size_t>(task * inputs + i)];
+      for (index_t run = 0; run < runs; ++run)
+        for (index_t i = 0; i < inputs; ++i) d_modification[i] += run_sums[static_cast<std::size_t>(run * inputs + i)];
     }
+  }
+
+  /// body(begin, end) over tasks [0, count) on the threads, as parallel_for runs it, but inside
+  /// a parallel region even for a single task: outside one, a tile's product (oneDNN's or
+  /// OpenBLAS's) may take threads of its own and split its sums otherwise than on one thread
+  /// (OpenBLAS did: not the same bits); inside one, it runs on the task's thread.
+  template <class Body>
+  static void for_tasks(index_t count, Body&& body) {
+#ifdef _OPENMP
+    if (count == 1 && cpu_backend::max_threads() > 1) {
+#pragma omp parallel num_threads(2)
+      if (omp_get_thread_num() == 0) body(index_t{0}, index_t{1});
+      return;
+    }
+#endif
+    cpu_backend::parallel_for(count, 1, 1, body);
   }
 
   /// How many chunks a key/value head's key tiles are cut into in the backward: enough for about
