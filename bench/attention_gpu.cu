@@ -128,6 +128,15 @@ T* upload(const std::vector<T>& host) {
   return device;
 }
 
+/// A [batch, heads, n, width] tensor S of random normal numbers on the device.
+template <class T, class S>
+tensor<T, S, gpu> random_device(index_t batch, index_t n, unsigned seed) {
+  tensor<T, S> host(batch, n);
+  const auto values = random_host<T>(static_cast<std::size_t>(host.size()), seed);
+  std::copy(values.begin(), values.end(), host.data());
+  return to_device<gpu>(host);
+}
+
 struct measurement {
   std::string path, type;
   index_t n, batch, heads, d;
@@ -192,18 +201,11 @@ measurement fused_alibi(const std::string& type, index_t batch, index_t n, bool 
   using S = shape<B, Heads, Q, Width>;
   using KS = shape<B, Heads, K, Width>;
   const index_t heads = Heads::extent, d = Width::extent;
-  tensor<T, S> host_q(batch, n);
-  tensor<T, KS> host_k(batch, n), host_v(batch, n);
-  const auto fill = [](auto& t, unsigned seed) {
-    const auto values = random_host<T>(static_cast<std::size_t>(t.size()), seed);
-    std::copy(values.begin(), values.end(), t.data());
-  };
-  fill(host_q, 1), fill(host_k, 2), fill(host_v, 3);
+  const auto q0 = random_device<T, S>(batch, n, 1);
+  const auto k0 = random_device<T, KS>(batch, n, 2);
+  const auto v0 = random_device<T, KS>(batch, n, 3);
   tensor<T, shape<Heads>> host_slopes;
   for (index_t h = 0; h < heads; ++h) host_slopes(h) = T(float(std::exp2(-8.0 * double(h + 1) / double(heads))));
-  const auto q0 = to_device<gpu>(host_q);
-  const auto k0 = to_device<gpu>(host_k);
-  const auto v0 = to_device<gpu>(host_v);
   const auto slopes0 = to_device<gpu>(host_slopes);
   const auto alibi = [](const auto& s, const auto& slopes) {
     return s - broadcast_like(slopes, s) * abs(index_along<Q>(s) - index_along<K>(s));
@@ -237,20 +239,13 @@ measurement unfused(const std::string& type, index_t batch, index_t n, bool caus
   using S = shape<nn::batch, Heads, nn::src, Width>;
   using KS = shape<nn::batch, Heads, nn::keys, Width>;
   const index_t heads = Heads::extent, d = Width::extent;
-  tensor<T, S> host_q(batch, n);
-  tensor<T, KS> host_k(batch, n), host_v(batch, n);
-  const auto fill = [](auto& t, unsigned seed) {
-    const auto values = random_host<T>(static_cast<std::size_t>(t.size()), seed);
-    std::copy(values.begin(), values.end(), t.data());
-  };
-  fill(host_q, 1), fill(host_k, 2), fill(host_v, 3);
+  const auto q0 = random_device<T, S>(batch, n, 1);
+  const auto k0 = random_device<T, KS>(batch, n, 2);
+  const auto v0 = random_device<T, KS>(batch, n, 3);
   tensor<T, shape<nn::batch, nn::src, nn::keys>> host_mask(batch, n, n);
   for (index_t b = 0; b < batch; ++b)
     for (index_t i = 0; i < n; ++i)
       for (index_t j = 0; j < n; ++j) host_mask(b, i, j) = causal && j > i ? nn::masked<T> : T(0);
-  const auto q0 = to_device<gpu>(host_q);
-  const auto k0 = to_device<gpu>(host_k);
-  const auto v0 = to_device<gpu>(host_v);
   const auto mask = to_device<gpu>(host_mask);
   measurement m{"unfused", type, n, batch, heads, d, causal, 0, 0};
   m.forward_ms = median_ms(repeat, [&] {
