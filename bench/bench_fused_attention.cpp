@@ -128,55 +128,41 @@ void attention_alibi(benchmark::State& state, bool fused, bool backward) {
   if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
 }
 
+/// The usual settings of a case: lengths lo, 2·lo, …, hi; milliseconds of wall time.
+benchmark::internal::Benchmark* lengths(benchmark::internal::Benchmark* b, index_t lo, index_t hi) {
+  return b->RangeMultiplier(2)->Range(lo, hi)->Unit(benchmark::kMillisecond)->MinTime(0.2)->UseRealTime();
+}
+
 template <class Device>
 void register_cases(const std::string& device) {
+  const auto path = [](bool fused) { return fused ? std::string("/fused") : std::string("/unfused"); };
+  const auto pass = [](bool backward) { return backward ? std::string("/fwd_bwd") : std::string("/fwd"); };
   for (bool fused : {false, true})
     for (bool backward : {false, true}) {
-      const std::string name = "attention_alibi/" + device + (fused ? "/fused" : "/unfused") + "/causal" +
-                               (backward ? "/fwd_bwd" : "/fwd");
-      benchmark::RegisterBenchmark(name.c_str(), attention_alibi<Device>, fused, backward)
-          ->RangeMultiplier(2)
-          ->Range(16, 4096)
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.2)
-          ->UseRealTime();
+      const std::string name = "attention_alibi/" + device + path(fused) + "/causal" + pass(backward);
+      lengths(benchmark::RegisterBenchmark(name.c_str(), attention_alibi<Device>, fused, backward), 16, 4096);
     }
-  for (bool fused : {false, true})
-    for (bool causal : {false, true})
-      for (bool backward : {false, true}) {
-        const std::string name = "attention_core/" + device + (fused ? "/fused" : "/unfused") +
-                                 (causal ? "/causal" : "/full") + (backward ? "/fwd_bwd" : "/fwd");
-        benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward, index_t{0},
-                                     index_t{0})
-            ->RangeMultiplier(2)
-            ->Range(256, 8192)
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.2)
-            ->UseRealTime();
-      }
-  // Training's shape: 4096 tokens a batch in sentences of n tokens (4096 / n of them).
-  for (bool fused : {false, true})
-    for (bool causal : {false, true})
-      for (bool backward : {false, true}) {
-        const std::string name = "attention_batch/" + device + (fused ? "/fused" : "/unfused") +
-                                 (causal ? "/causal" : "/full") + (backward ? "/fwd_bwd" : "/fwd");
-        benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward, index_t{4096},
-                                     index_t{0})
-            ->RangeMultiplier(2)
-            ->Range(16, 1024)
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.2)
-            ->UseRealTime();
-      }
+  // One sentence of n tokens; training's shape, 4096 tokens a batch in sentences of n tokens.
+  struct shape_case {
+    const char* name;
+    index_t tokens, lo, hi;
+  };
+  for (const shape_case c : {shape_case{"attention_core/", 0, 256, 8192}, shape_case{"attention_batch/", 4096, 16, 1024}})
+    for (bool fused : {false, true})
+      for (bool causal : {false, true})
+        for (bool backward : {false, true}) {
+          const std::string name =
+              c.name + device + path(fused) + (causal ? "/causal" : "/full") + pass(backward);
+          lengths(benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, causal, backward, c.tokens,
+                                               index_t{0}),
+                  c.lo, c.hi);
+        }
   // A beam-search step's shape: 4 hypotheses of one sentence against n keys, forward only.
   for (bool fused : {false, true}) {
-    const std::string name = "attention_decode/" + device + (fused ? "/fused" : "/unfused") + "/full/fwd";
-    benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, false, false, index_t{0}, index_t{4})
-        ->RangeMultiplier(2)
-        ->Range(64, 4096)
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.2)
-        ->UseRealTime();
+    const std::string name = "attention_decode/" + device + path(fused) + "/full/fwd";
+    lengths(benchmark::RegisterBenchmark(name.c_str(), attention_core<Device>, fused, false, false, index_t{0},
+                                         index_t{4}),
+            64, 4096);
   }
 }
 

@@ -125,9 +125,9 @@ struct index_map {
 // host stubs, and lets trees of the same structure over different dimensions share a kernel.
 // `p(i)` is the node's element at its row-major linear index i, I being the kernel's index
 // type (32 or 64 bits); `p(i, given)` the same with every placeholder reading `given` (the
-// score a fused attention kernel holds: expr/element.hpp's placeholder). A plan's value_type is what it computes in: accumulate_t of the node's
-// (float for 16-bit storage, which a leaf widens as it reads it and the kernel rounds once, as
-// it stores the result).
+// score a fused attention kernel holds: expr/element.hpp's placeholder). A plan's value_type is
+// what it computes in: accumulate_t of the node's (float for 16-bit storage, which a leaf widens
+// as it reads it and the kernel rounds once, as it stores the result).
 
 /// A leaf: dense row-major data, read at the node's own index. Also the form of a reduction
 /// or contraction evaluated into a temporary.

@@ -187,9 +187,9 @@ struct fused_attention<cpu> {
                 const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
                 if (!probabilities(p, at, key, cols, q_tile, k, bias, log_sum_exp, rule, modification, s)) continue;
                 const matrix_map<const T> d_out_tile(d_out + at.row * p.d_v, at.rows, p.d_v);
-                if (p.dropout > 0) {
-                  s.kept.array() = s.scores.array() * kept(p, at, key, cols, s).array();  // P ⊙ Z
-                  tile_product(d_v_tile, s.kept.transpose(), d_out_tile, T(1), T(1));
+                if (p.dropout > 0) {  // Z once a tile, in s.kept, for dV here and dP in score_gradient
+                  s.d_probabilities = (s.scores.array() * kept(p, at, key, cols, s).array()).matrix();  // P ⊙ Z
+                  tile_product(d_v_tile, s.d_probabilities.transpose(), d_out_tile, T(1), T(1));
                 } else {
                   tile_product(d_v_tile, s.scores.transpose(), d_out_tile, T(1), T(1));
                 }
@@ -434,16 +434,16 @@ struct fused_attention<cpu> {
     return true;
   }
 
-  /// s.scores = dS = P ⊙ (dO·Vᵀ ⊙ Z − D), from P in s.scores (Z the dropout factors, 1 without): the gradient of the scaled scores,
-  /// through the modification's derivative when there is one; its inputs' gradients added to
-  /// `sums` when given.
+  /// s.scores = dS = P ⊙ (dO·Vᵀ ⊙ Z − D), from P in s.scores and, with dropout, the tile's
+  /// dropout factors Z in s.kept (kept()): the gradient of the scaled scores, through the
+  /// modification's derivative when there is one; its inputs' gradients added to `sums` when given.
   template <class T, class Modification>
   static void score_gradient(const fused_attention_problem& p, const query_block& at, index_t key, index_t cols,
                              const matrix_map<const T>& d_out_tile, const T* v, const std::vector<T>& d_out_dot_out,
                              const Modification& modification, T* sums, scratch<T>& s) {
     s.d_probabilities.resize(at.rows, cols);
     tile_product(s.d_probabilities, d_out_tile, value_map(p, at, key, cols, v).transpose(), T(1), T(0));
-    if (p.dropout > 0) s.d_probabilities.array() *= kept(p, at, key, cols, s).array();  // dP through the mask
+    if (p.dropout > 0) s.d_probabilities.array() *= s.kept.array();  // dP through the mask
     for (index_t i = 0; i < at.rows; ++i)
       s.scores.row(i).array() *=
           s.d_probabilities.row(i).array() - d_out_dot_out[static_cast<std::size_t>(at.row + i)];

@@ -126,11 +126,11 @@ auto evaluate_modification(const score_modification<F, X...>& m, const extents<S
   return evaluate_modification<T, S, Device>(m, scores, wanted, std::index_sequence_for<X...>{});
 }
 
-/// Adds each wanted input's share of the kernel's gradient buffer (in the compute type) to its
+/// Adds each wanted input's share of the kernel's gradient buffer (host memory, in the compute type) to its
 /// gradient, rounded once to the input's type.
 template <class F, class... X, class E, class T>
 void accumulate_modification_inputs(const score_modification<F, X...>& m, const E& evaluated,
-                                    const std::vector<T>& gradients) {
+                                    const T* gradients) {
   std::apply(
       [&](const auto&... x) {
         [[maybe_unused]] std::size_t k = 0;
@@ -141,7 +141,7 @@ void accumulate_modification_inputs(const score_modification<F, X...>& m, const 
               using V = std::remove_cvref_t<decltype(input)>;
               using U = typename V::value_type;
               typename V::tensor_type g(input.extents(), uninitialized);
-              const std::vector<U> rounded(gradients.begin() + offset, gradients.begin() + offset + g.size());
+              const std::vector<U> rounded(gradients + offset, gradients + offset + g.size());
               copy_from_host<typename V::device_type>(g.data(), std::span<const U>(rounded));
               input.accumulate(std::move(g));
             }(x),
@@ -248,11 +248,8 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
       if (q.requires_grad()) q.accumulate(std::move(d_q));
       if (k.requires_grad()) k.accumulate(std::move(d_k));
       if (v.requires_grad()) v.accumulate(std::move(d_v));
-      if constexpr (!std::is_same_v<Modification, unmodified>) {
-        const auto host = to_host(d_inputs);
-        detail::accumulate_modification_inputs(modification, evaluated,
-                                               std::vector<A>(host.data(), host.data() + host.size()));
-      }
+      if constexpr (!std::is_same_v<Modification, unmodified>)
+        detail::accumulate_modification_inputs(modification, evaluated, to_host(d_inputs).data());
     });
   }
   return out;
