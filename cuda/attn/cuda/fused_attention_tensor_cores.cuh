@@ -24,6 +24,7 @@
 
 #include "fused_attention_masks.cuh"
 #include "mma.cuh"
+#include "shared_memory.cuh"
 
 namespace attn::cuda_backend::fused_attention_tensor_cores {
 
@@ -151,8 +152,8 @@ __global__ void __launch_bounds__(warps * 32)
     forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out, float* log_sum_exp,
             Rule rule) {
   constexpr int S = stride<D>;
-  __shared__ alignas(16) std::uint16_t keys[tile_rows * S];
-  __shared__ alignas(16) std::uint16_t values[tile_rows * S];
+  alignas(16) __shared__ std::uint16_t keys[tile_rows * S];
+  alignas(16) __shared__ std::uint16_t values[tile_rows * S];
   const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};  // the lane's queries
@@ -267,8 +268,7 @@ __global__ void __launch_bounds__(warps * 32)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                   const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule) {
   constexpr int S = stride<D>;
-  extern __shared__ uint4 shared_memory[];
-  std::uint16_t* const keys = reinterpret_cast<std::uint16_t*>(shared_memory);
+  std::uint16_t* const keys = dynamic_shared_memory<std::uint16_t>();
   std::uint16_t* const values = keys + tile_rows * S;
   std::uint16_t* const queries = values + tile_rows * S;
   std::uint16_t* const d_outs = queries + tile_rows * S;
@@ -348,8 +348,8 @@ __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                      const float* log_sum_exp, const float* dots, T* d_q, Rule rule) {
   constexpr int S = stride<D>;
-  __shared__ alignas(16) std::uint16_t keys[tile_rows * S];
-  __shared__ alignas(16) std::uint16_t values[tile_rows * S];
+  alignas(16) __shared__ std::uint16_t keys[tile_rows * S];
+  alignas(16) __shared__ std::uint16_t values[tile_rows * S];
   const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};

@@ -17,6 +17,7 @@
 #include <attn/expr.hpp>
 
 #include "elementwise.cuh"
+#include "fused_attention_kernels.cuh"  // no_score_modification
 
 namespace attn::cuda_backend {
 
@@ -134,11 +135,6 @@ __device__ void add_each(const plan_list<Ts...>& list, std::int64_t at, A s, A d
     add_each(list.rest, at, s, d_score, gradients);
   }
 }
-
-/// No modification: the score is scale · q·k.
-struct no_score_modification {
-  static constexpr bool modifies = false;
-};
 
 /// A modification on the device: the modified score, its derivative by the score, and each
 /// learned input's gradient, at the score's row-major index `at` in [batch, heads, queries, keys]

@@ -1,0 +1,148 @@
+// The host side of fused attention on the GPU: which kernels (fused_attention_kernels.cuh on
+// CUDA cores, fused_attention_tensor_cores.cuh for bfloat16 and float16), their grids, scratch
+// and the order of their launches. Written over a Runtime that launches kernels and owns
+// scratch, so that the same code runs on a GPU (launch.cuh's device_runtime, for
+// fused_attention<cuda>) and on the CPU emulator (emulator.hpp's runtime, for the tests that run
+// the kernels where no GPU is). A Runtime provides
+//   launch(kernel, grid, block, shared_bytes, args...)   a launch, its error checked
+//   scratch(bytes)                                        memory, an owner with get()
+//   zero(pointer, bytes)
+//   allow_shared_memory(kernel, bytes)                    dynamic shared memory above 48 KiB
+// The modification M is already in device form (score_modification.cuh's, or
+// no_score_modification).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <attn/core.hpp>
+#include <attn/core/float16.hpp>
+
+#include "fused_attention_kernels.cuh"
+#include "fused_attention_tensor_cores.cuh"
+
+namespace attn::cuda_backend {
+
+template <class Runtime>
+struct fused_attention_launch {
+  /// Calls f with the smallest compiled head width (32, 64, 128) that holds d_k and d_v.
+  template <class F>
+  static void with_head_width(const fused_attention_problem& p, F&& f) {
+    const index_t d = p.d_k > p.d_v ? p.d_k : p.d_v;
+    if (d <= 32) f(std::integral_constant<int, 32>{});
+    else if (d <= 64) f(std::integral_constant<int, 64>{});
+    else if (d <= 128) f(std::integral_constant<int, 128>{});
+    else
+      throw std::invalid_argument("attn::fused_attention<cuda>: head widths up to 128, not d_k " +
+                                  std::to_string(p.d_k) + " / d_v " + std::to_string(p.d_v));
+  }
+
+  static unsigned blocks(index_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+  template <class T, class Rule, class M>
+  static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
+                      accumulate_t<T>* log_sum_exp, Rule rule, const M& modification) {
+    namespace kernels = fused_attention_kernels;
+    namespace tensor_cores = fused_attention_tensor_cores;
+    if (p.batch * p.heads * p.queries == 0) return;
+    with_head_width(p, [&](auto width) {
+      constexpr int D = decltype(width)::value;
+      if constexpr (is_float16_storage<T> && !M::modifies) {
+        if (tensor_cores::enabled()) {  // (which evaluate no modification yet)
+          const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
+          Runtime::launch(tensor_cores::forward<D, T, Rule>, grid, dim3(tensor_cores::warps * 32), 0, p, q, k, v, bias,
+                          out, log_sum_exp, rule);
+          return;
+        }
+      }
+      const dim3 grid(blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(p.batch));
+      Runtime::launch(kernels::forward<D, T, Rule, M>, grid, dim3(kernels::query_rows), 0, p, q, k, v, bias, out,
+                      log_sum_exp, rule, modification);
+    });
+  }
+
+  /// d_modification (modification.size numbers) receives the learned inputs' gradients; on the
+  /// way they take a row of that many a query row (scratch).
+  template <class T, class Rule, class M>
+  static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
+                       const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
+                       Rule rule, const M& modification, accumulate_t<T>* d_modification) {
+    namespace kernels = fused_attention_kernels;
+    using A = accumulate_t<T>;
+    const index_t rows = p.batch * p.heads * p.queries;
+    const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A));
+    A* const dots = static_cast<A*>(scratch.get());
+    if (rows > 0)
+      Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, dots, rows, p.d_v);
+    index_t inputs = 0;
+    if constexpr (M::modifies) inputs = d_modification != nullptr ? modification.size : 0;
+    // The learned inputs' gradients take `inputs` floats a query row on the way: a launch of the
+    // dQ kernel takes as many sentences as keep that under 256 MiB, and their rows are summed
+    // into d_modification after it, launch after launch (a fixed order: the same bits).
+    const std::size_t sentence_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
+    constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
+    if (sentence_bytes > row_gradient_limit)
+      throw std::invalid_argument(
+          "attn::fused_attention<cuda>: the score modification's learned inputs (" + std::to_string(inputs) +
+          " numbers) would take " + std::to_string(sentence_bytes >> 20) + " MiB of scratch for one sentence's " +
+          std::to_string(p.heads * p.queries) +
+          " query rows (at most 256 MiB); use the unfused path (nn::attention_path::unfused)");
+    const index_t sentences_a_launch =
+        inputs > 0 ? std::max<index_t>(1, std::min<index_t>(p.batch, index_t(row_gradient_limit / sentence_bytes)))
+                   : std::max<index_t>(1, p.batch);
+    const auto row_gradients = Runtime::scratch(static_cast<std::size_t>(sentences_a_launch) * sentence_bytes);
+    A* const input_gradients = static_cast<A*>(row_gradients.get());
+    with_head_width(p, [&](auto width) {
+      constexpr int D = decltype(width)::value;
+      if constexpr (is_float16_storage<T> && !M::modifies) {
+        if (fused_attention_tensor_cores::enabled()) {
+          backward_on_tensor_cores<D>(p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, d_k, d_v, rule);
+          return;
+        }
+      }
+      if (p.batch * p.kv_heads * p.keys > 0) {
+        const dim3 grid(blocks(p.keys, kernels::key_rows), unsigned(p.kv_heads), unsigned(p.batch));
+        Runtime::launch(kernels::backward_keys<D, T, Rule, M>, grid, dim3(kernels::key_rows), 0, p, q, k, v, bias,
+                        d_out, log_sum_exp, dots, d_k, d_v, rule, modification);
+      }
+      for (index_t first = 0; first < p.batch && p.heads * p.queries > 0; first += sentences_a_launch) {
+        const index_t sentences = std::min(sentences_a_launch, p.batch - first);
+        if (inputs > 0) Runtime::zero(input_gradients, static_cast<std::size_t>(sentences) * sentence_bytes);
+        const dim3 grid(blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(sentences));
+        Runtime::launch(kernels::backward_queries<D, T, Rule, M>, grid, dim3(kernels::query_rows), 0, p, q, k, v,
+                        bias, d_out, log_sum_exp, dots, d_q, rule, modification, input_gradients, first);
+        if (inputs > 0)
+          Runtime::launch(kernels::sum_rows<A>, dim3(unsigned(inputs)), dim3(256), 0, input_gradients,
+                          d_modification, sentences * p.heads * p.queries, inputs, first > 0);
+      }
+      if (inputs > 0 && p.batch * p.heads * p.queries == 0)  // no rows: no gradient
+        Runtime::zero(d_modification, static_cast<std::size_t>(inputs) * sizeof(A));
+    });
+  }
+
+ private:
+  template <int D, class T, class Rule>
+  static void backward_on_tensor_cores(const fused_attention_problem& p, const T* q, const T* k, const T* v,
+                                       const T* bias, const T* d_out, const float* log_sum_exp, const float* dots,
+                                       T* d_q, T* d_k, T* d_v, Rule rule) {
+    namespace tensor_cores = fused_attention_tensor_cores;
+    constexpr int threads = tensor_cores::warps * 32, bytes = tensor_cores::backward_keys_bytes<D>;
+    if (p.batch * p.kv_heads * p.keys > 0) {
+      const auto keys_kernel = tensor_cores::backward_keys<D, T, Rule>;
+      Runtime::allow_shared_memory(keys_kernel, bytes);  // above 48 KiB a kernel must ask, on each device
+      const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
+      Runtime::launch(keys_kernel, grid, dim3(threads), bytes, p, q, k, v, bias, d_out, log_sum_exp, dots, d_k, d_v,
+                      rule);
+    }
+    if (p.batch * p.heads * p.queries > 0) {
+      const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
+      Runtime::launch(tensor_cores::backward_queries<D, T, Rule>, grid, dim3(threads), 0, p, q, k, v, bias, d_out,
+                      log_sum_exp, dots, d_q, rule);
+    }
+  }
+};
+
+}  // namespace attn::cuda_backend
