@@ -118,10 +118,20 @@ result run(const sizes& z, unsigned seed) {
           z.modified == modification::none ? std::vector<double>{} : doubles(learned.grad())};
 }
 
+/// run_kernel's modification: none.
+struct no_modification {
+  template <class A>
+  attn::unmodified operator()(const A* /*learned*/, const sizes&) const {
+    return {};
+  }
+};
+
 /// The kernel alone (fused_attention<Device>), for the 16-bit types, which grad does not take yet:
-/// inputs of T, log-sum-exp in float, the output's gradient r.
-template <class T, class Device>
-result run_kernel(const sizes& z, unsigned seed) {
+/// inputs of T, log-sum-exp in float, the output's gradient r. With a modified case, make(learned,
+/// z) gives the modification the kernel takes, over a number a head in Device memory (slopes in
+/// (0.1, 1) or caps in (2, 5)), and the result has their gradients.
+template <class T, class Device, class Make = no_modification>
+result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
   using namespace attn;
   using A = accumulate_t<T>;
   std::mt19937 generator(seed);
@@ -169,19 +179,28 @@ result run_kernel(const sizes& z, unsigned seed) {
   p.key_lengths = lengths_d, p.causal = z.causal, p.first_query = z.first_query;
   if (z.dropout > 0) p.dropout = z.dropout, p.dropout_stream = random_stream(11, 123);
   const T* b = z.biased ? bias_d : nullptr;
-  fused_attention<Device>::forward(p, q_d, k_d, v_d, b, out_d, lse_d);
-  fused_attention<Device>::backward(p, q_d, k_d, v_d, b, out_d, r_d, lse_d, d_q_d, d_k_d, d_v_d);
+  const bool modified = z.modified != modification::none;
+  std::vector<A> learned;
+  for (index_t h = 0; modified && h < z.heads; ++h)
+    learned.push_back(A(z.modified == modification::soft_cap ? 2 + 1.5 * (1 + u(generator)) : 0.55 + 0.45 * u(generator)));
+  A* const learned_d = on_device(learned);
+  A* const d_learned_d = fresh(learned_d, z.heads);
+  const auto m = make(static_cast<const A*>(learned_d), z);
+  fused_attention<Device>::forward(p, q_d, k_d, v_d, b, out_d, lse_d, every_pair{}, m);
+  fused_attention<Device>::backward(p, q_d, k_d, v_d, b, out_d, r_d, lse_d, d_q_d, d_k_d, d_v_d, every_pair{}, m,
+                                    modified ? d_learned_d : nullptr);
 
-  const auto doubles = [](const T* x, index_t n) {
-    std::vector<T> host(static_cast<std::size_t>(n));
-    memory<Device>::copy_to_host(host.data(), x, host.size() * sizeof(T));
+  const auto doubles = [](const auto* x, index_t n) {
+    std::vector<std::remove_cvref_t<decltype(*x)>> host(static_cast<std::size_t>(n));
+    memory<Device>::copy_to_host(host.data(), x, host.size() * sizeof(host[0]));
     return std::vector<double>(host.begin(), host.end());
   };
-  result got{doubles(out_d, out_size), doubles(d_q_d, q_size), doubles(d_k_d, k_size), doubles(d_v_d, v_size), {}};
+  result got{doubles(out_d, out_size), doubles(d_q_d, q_size), doubles(d_k_d, k_size), doubles(d_v_d, v_size),
+             modified ? doubles(d_learned_d, z.heads) : std::vector<double>{}};
   for (void* x : {static_cast<void*>(q_d), static_cast<void*>(k_d), static_cast<void*>(v_d), static_cast<void*>(r_d),
                   static_cast<void*>(bias_d), static_cast<void*>(lengths_d), static_cast<void*>(out_d),
                   static_cast<void*>(lse_d), static_cast<void*>(d_q_d), static_cast<void*>(d_k_d),
-                  static_cast<void*>(d_v_d)})
+                  static_cast<void*>(d_v_d), static_cast<void*>(learned_d), static_cast<void*>(d_learned_d)})
     memory<Device>::deallocate(x);
   return got;
 }

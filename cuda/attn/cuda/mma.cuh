@@ -8,11 +8,12 @@
 //   C  4 floats: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
 // Two C tiles side by side (columns 0–7 and 8–15) are, packed, the A fragment of the 16 × 16
 // tile they make: FlashAttention's way of feeding softmax(S) to the next product without
-// shared memory.
+// shared memory. Under the CPU emulator (emulator.hpp) each instruction is its twin there.
 #pragma once
 
 #include <attn/core/float16.hpp>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace attn::cuda_backend::mma {
@@ -29,6 +30,9 @@ __device__ inline int in_group() { return int(threadIdx.x % 32) % 4; }
 template <class T>
 __device__ inline void multiply_add(accumulator& c, const fragment_a& a, const fragment_b& b) {
   static_assert(std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, "mma: bfloat16 or float16");
+#if defined(ATTN_CUDA_EMULATOR)
+  cuda_emulator::ptx::mma_m16n8k16<T>(c, a, b);
+#else
   if constexpr (std::is_same_v<T, bfloat16>)
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
@@ -39,17 +43,22 @@ __device__ inline void multiply_add(accumulator& c, const fragment_a& a, const f
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 /// Two floats rounded to T (to nearest, ties to even) in one register, `low` the lower column.
 template <class T>
 __device__ inline std::uint32_t pack(float low, float high) {
+#if defined(ATTN_CUDA_EMULATOR)
+  return cuda_emulator::ptx::cvt_pack<T>(high, low);
+#else
   std::uint32_t packed;
   if constexpr (std::is_same_v<T, bfloat16>)
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(high), "f"(low));
   else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(high), "f"(low));
   return packed;
+#endif
 }
 
 /// The A fragment of the 16 × 16 tile made of the C tiles `left` (columns 0–7) and `right` (8–15).
@@ -62,7 +71,15 @@ __device__ inline void to_a(fragment_a& a, const accumulator& left, const accumu
 }
 
 /// Two adjacent 16-bit numbers of shared memory as one register (the lower address low).
-__device__ inline std::uint32_t pair(const std::uint16_t* at) { return *reinterpret_cast<const std::uint32_t*>(at); }
+__device__ inline std::uint32_t pair(const std::uint16_t* at) {
+#if defined(ATTN_CUDA_EMULATOR)
+  std::uint32_t both;  // a host compiler's aliasing rules
+  std::memcpy(&both, at, sizeof both);
+  return both;
+#else
+  return *reinterpret_cast<const std::uint32_t*>(at);
+#endif
+}
 
 /// The A fragment of the 16 × 16 tile at `x` (row-major, `stride` numbers a row, 4-byte aligned).
 __device__ inline void load_a(fragment_a& a, const std::uint16_t* x, int stride) {
@@ -89,11 +106,17 @@ __device__ inline void load_b_transposed(fragment_b& left, fragment_b& right, co
   // Lane l gives the address of row l % 8 of block l / 8: blocks (k 0–7, n 0–7), (k 8–15, n 0–7),
   // (k 0–7, n 8–15), (k 8–15, n 8–15).
   const std::uint16_t* row = x + ((lane / 8) % 2 * 8 + lane % 8) * stride + lane / 16 * 8;
+#if defined(ATTN_CUDA_EMULATOR)
+  std::uint32_t r[4];
+  cuda_emulator::ptx::ldmatrix_x4_trans(r, row);
+  left[0] = r[0], left[1] = r[1], right[0] = r[2], right[1] = r[3];
+#else
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(left[0]), "=r"(left[1]), "=r"(right[0]), "=r"(right[1])
                : "r"(address)
                : "memory");
+#endif
 }
 
 }  // namespace attn::cuda_backend::mma

@@ -1,0 +1,708 @@
+// The CUDA execution model on the CPU, for testing kernels where no GPU is: a kernel header
+// compiled by a host compiler after this one runs its blocks one after another, each thread of a
+// block a fiber (ucontext) on the calling thread, switched at __syncthreads and at warp
+// collectives (shuffles, and the tensor-core instructions' twins in mma.cuh: mma.sync, ldmatrix,
+// cvt), which exchange the lanes' registers as the PTX ISA lays them out. Global memory is host
+// memory, so AddressSanitizer sees a kernel's out-of-bounds accesses (compute-sanitizer's
+// memcheck, on the CPU); a block's __shared__ arrays are `static`, and its dynamic shared memory
+// a heap buffer of the launch's size. A __syncthreads that some threads never reach, a warp
+// collective left by one of its lanes and lanes at different collectives throw instead of
+// hanging.
+//
+// What it does not tell: anything about speed, register spills or the hardware's limits (shared
+// memory, threads a block); races (the fibers switch only where the kernel synchronises, so the
+// interleaving is one the hardware may not choose, and the results are the same every run);
+// the exact bits of a tensor-core sum (each mma here adds its 16 products and the accumulator in
+// double, rounded once); stale shared memory (the static arrays keep the previous block's data).
+// Device code sees ATTN_CUDA_EMULATOR; nvcc must never see this header. Kernels carry nvcc's
+// `#pragma unroll`, which g++ warns about whatever a diagnostic pragma says: compile their
+// emulation with -Wno-unknown-pragmas.
+#pragma once
+
+#if defined(__CUDACC__)
+#error "attn/cuda/emulator.hpp runs kernels on the CPU: include it from code a host compiler builds"
+#endif
+
+#define ATTN_CUDA_EMULATOR 1
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <cstdlib>
+#include <tuple>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <attn/core/float16.hpp>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTN_EMULATOR_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTN_EMULATOR_ASAN 1
+#endif
+#endif
+#if defined(ATTN_EMULATOR_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+// CUDA's vector and launch types, in the global namespace as CUDA has them.
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}  // NOLINT: as CUDA's
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+
+namespace attn::cuda_emulator {
+
+inline constexpr unsigned warp_size = 32;
+inline constexpr unsigned full_mask = 0xffffffffu;
+
+/// A kernel's mistake the hardware would hang on or leave undefined: a barrier some threads never
+/// reach, a warp collective that not every lane takes.
+class kernel_error : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+// The emulator's own work (switching fibers, exchanging and multiplying the lanes' registers)
+// is optimised even in a build at -O0, as the sanitizers' is: the kernels it runs stay as built.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("O2")
+#endif
+
+namespace detail {
+
+/// A fiber's saved registers, and the switch between two fibers' stacks. On x86-64 the
+/// callee-saved registers, the SSE and x87 control words and the stack pointer, switched by a
+/// few instructions; elsewhere ucontext, whose every switch is a system call (the signal mask).
+#if defined(__x86_64__)
+struct context {
+  void* stack_pointer = nullptr;
+};
+
+/// Saves the caller's registers on its stack and its stack pointer in *save, then continues
+/// where `load` was saved (System V ABI: save in rdi, load in rsi).
+[[gnu::naked, gnu::noinline]] inline void switch_stack(void** /*save*/, void* /*load*/) {
+  asm volatile(
+      "pushq %rbp\n\t"
+      "pushq %rbx\n\t"
+      "pushq %r12\n\t"
+      "pushq %r13\n\t"
+      "pushq %r14\n\t"
+      "pushq %r15\n\t"
+      "subq $8, %rsp\n\t"
+      "stmxcsr (%rsp)\n\t"
+      "fnstcw 4(%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\t"
+      "movq %rsi, %rsp\n\t"
+      "ldmxcsr (%rsp)\n\t"
+      "fldcw 4(%rsp)\n\t"
+      "addq $8, %rsp\n\t"
+      "popq %r15\n\t"
+      "popq %r14\n\t"
+      "popq %r13\n\t"
+      "popq %r12\n\t"
+      "popq %rbx\n\t"
+      "popq %rbp\n\t"
+      "ret\n\t");
+}
+
+/// Where a new fiber's first switch returns to: entry(argument), from r13 and r12.
+[[gnu::naked, gnu::noinline]] inline void fiber_start() {
+  asm volatile(
+      "movq %r12, %rdi\n\t"
+      "callq *%r13\n\t"
+      "ud2\n\t");
+}
+
+/// A context that, switched to, calls entry(argument) on the stack [stack, stack + bytes).
+inline void make_context(context& c, void* stack, std::size_t bytes, void (*entry)(long), long argument) {
+  auto* top = reinterpret_cast<std::uint64_t*>((reinterpret_cast<std::uintptr_t>(stack) + bytes) / 16 * 16);
+  std::uint32_t mxcsr = 0;
+  std::uint16_t x87 = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(x87));
+  // From the top: the return address into fiber_start (popped, it leaves the stack 16-byte
+  // aligned for fiber_start's call), rbp, rbx, r12, r13, r14, r15, the control words.
+  std::uint64_t* frame = top - 8;
+  frame[7] = reinterpret_cast<std::uint64_t>(&fiber_start);
+  frame[6] = 0;                                       // rbp
+  frame[5] = 0;                                       // rbx
+  frame[4] = static_cast<std::uint64_t>(argument);    // r12
+  frame[3] = reinterpret_cast<std::uint64_t>(entry);  // r13
+  frame[2] = 0;                                       // r14
+  frame[1] = 0;                                       // r15
+  frame[0] = std::uint64_t(mxcsr) | std::uint64_t(x87) << 32;
+  c.stack_pointer = frame;
+}
+
+inline void switch_context(context& save, const context& load) { switch_stack(&save.stack_pointer, load.stack_pointer); }
+#else
+struct context {
+  ucontext_t registers{};
+};
+
+inline void make_context(context& c, void* stack, std::size_t bytes, void (*entry)(long), long argument) {
+  getcontext(&c.registers);
+  c.registers.uc_stack.ss_sp = stack;
+  c.registers.uc_stack.ss_size = bytes;
+  c.registers.uc_link = nullptr;
+  makecontext(&c.registers, reinterpret_cast<void (*)()>(entry), 1, argument);
+}
+
+inline void switch_context(context& save, const context& load) { swapcontext(&save.registers, &load.registers); }
+#endif
+
+/// One CUDA thread: a fiber with its own stack.
+struct fiber {
+  enum class state { runnable, at_barrier, at_warp_collective, done };
+  detail::context context;
+  void* stack = nullptr;
+  uint3 index;
+  unsigned lane = 0, warp = 0;
+  state now = state::runnable;
+  unsigned collective = 0;  // the generation of the warp collective it waits at
+  void* fake_stack = nullptr;  // AddressSanitizer's, while switched away
+};
+
+/// A warp's exchange: each lane's bytes for one collective and the result each gets,
+/// double-buffered by generation (a lane can reach the collective after next only when every
+/// lane has read this one's result).
+struct warp_exchange {
+  static constexpr std::size_t bytes = 64;
+  alignas(16) std::byte slots[2][warp_size][bytes];
+  alignas(16) std::byte results[2][warp_size][bytes];
+  const char* tags[2][warp_size];
+  unsigned arrived = 0, generation = 0;
+};
+
+/// Runs one block of a launch at a time.
+class block_runner {
+ public:
+  static constexpr std::size_t stack_bytes = std::size_t{512} << 10;
+
+  ~block_runner() {
+    for (auto& f : fibers_)
+      if (f.stack) munmap(f.stack, stack_bytes);
+  }
+
+  static block_runner& instance() {
+    static block_runner runner;
+    return runner;
+  }
+
+  void run(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
+    const std::size_t threads = std::size_t(block.x) * block.y * block.z;
+    if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+      throw kernel_error("attn::cuda_emulator::launch: a block of " + std::to_string(threads) +
+                         " threads (1 to 1024) and a grid of " + std::to_string(grid.x) + " x " +
+                         std::to_string(grid.y) + " x " + std::to_string(grid.z) + " blocks (none empty)");
+    if (running_) throw kernel_error("attn::cuda_emulator::launch: a kernel launched from a kernel");
+    running_ = true;
+    struct stop {
+      bool& running;
+      ~stop() { running = false; }
+    } stopping{running_};
+    grid_ = grid;
+    block_ = block;
+    body_ = &body;
+    while (fibers_.size() < threads) {
+      fibers_.emplace_back();
+      void* stack = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (stack == MAP_FAILED) throw std::bad_alloc();
+      fibers_.back().stack = stack;
+    }
+    threads_ = threads;
+    warps_.assign((threads + warp_size - 1) / warp_size, warp_exchange{});
+    // Dynamic shared memory: filled with a pattern (NaN as floats), as it is not zeroed on a GPU.
+    shared_.assign(shared_bytes + 16, std::byte{0xff});
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) run_block(uint3{x, y, z});
+  }
+
+  const uint3& thread_index() const { return current_->index; }
+  const uint3& block_index() const { return block_index_; }
+  const dim3& block_size() const { return block_; }
+  const dim3& grid_size() const { return grid_; }
+  void* dynamic_shared() { return shared_.empty() ? nullptr : align16(shared_.data()); }
+
+  /// __syncthreads: waits until every thread of the block that has not exited arrives.
+  void barrier() {
+    fiber& f = *current_;
+    f.now = fiber::state::at_barrier;
+    ++at_barrier_;
+    release_barrier_if_complete();
+    if (f.now != fiber::state::runnable) yield();
+  }
+
+  /// A warp collective: every lane gives `mine` under the same tag; the last lane to arrive
+  /// calls compute(values, results) once, values[l] lane l's, and each lane returns results[its
+  /// lane]. Value and Result: trivially copyable, at most warp_exchange::bytes.
+  template <class Result, class Value, class Compute>
+  Result collective(const char* tag, unsigned mask, const Value& mine, Compute&& compute) {
+    static_assert(std::is_trivially_copyable_v<Value> && sizeof(Value) <= warp_exchange::bytes);
+    static_assert(std::is_trivially_copyable_v<Result> && sizeof(Result) <= warp_exchange::bytes);
+    fiber& f = *current_;
+    if (mask != full_mask)
+      throw kernel_error(std::string("attn::cuda_emulator: ") + tag + " with mask " + std::to_string(mask) +
+                         ": only whole warps (0xffffffff) are emulated");
+    if (lanes_of(f.warp) != warp_size)
+      throw kernel_error(std::string("attn::cuda_emulator: ") + tag + " in a warp of " +
+                         std::to_string(lanes_of(f.warp)) + " threads: a block of " + std::to_string(threads_) +
+                         " is not whole warps");
+    warp_exchange& w = warps_[f.warp];
+    const unsigned buffer = w.generation % 2;
+    std::memcpy(w.slots[buffer][f.lane], &mine, sizeof(Value));
+    w.tags[buffer][f.lane] = tag;
+    if (w.arrived + 1 == warp_size) {  // the last: every lane's value is here
+      for (unsigned lane = 0; lane < warp_size; ++lane)
+        if (std::strcmp(w.tags[buffer][lane], tag) != 0)
+          throw kernel_error("attn::cuda_emulator: warp " + std::to_string(f.warp) + " of block " + block_name() +
+                             ": lane " + std::to_string(f.lane) + " at " + tag + ", lane " + std::to_string(lane) +
+                             " at " + w.tags[buffer][lane]);
+      Value values[warp_size];
+      Result results[warp_size];
+      for (unsigned lane = 0; lane < warp_size; ++lane) std::memcpy(&values[lane], w.slots[buffer][lane], sizeof(Value));
+      compute(static_cast<const Value(&)[warp_size]>(values), results);
+      for (unsigned lane = 0; lane < warp_size; ++lane) std::memcpy(w.results[buffer][lane], &results[lane], sizeof(Result));
+    }
+    f.now = fiber::state::at_warp_collective;
+    f.collective = w.generation;
+    ++w.arrived;
+    release_warp_if_complete(f.warp);
+    if (f.now != fiber::state::runnable) yield();
+    Result mine_out;
+    std::memcpy(&mine_out, w.results[buffer][f.lane], sizeof(Result));
+    return mine_out;
+  }
+
+ private:
+  static void* align16(std::byte* p) {
+    return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(p) + 15) / 16 * 16);
+  }
+
+  unsigned lanes_of(unsigned warp) const {
+    return unsigned(std::min<std::size_t>(warp_size, threads_ - std::size_t(warp) * warp_size));
+  }
+
+  std::string block_name() const {
+    return "(" + std::to_string(block_index_.x) + ", " + std::to_string(block_index_.y) + ", " +
+           std::to_string(block_index_.z) + ")";
+  }
+
+  void release_barrier_if_complete() {
+    if (at_barrier_ == 0 || at_barrier_ + exited_ < threads_) return;
+    for (std::size_t t = 0; t < threads_; ++t)
+      if (fibers_[t].now == fiber::state::at_barrier) fibers_[t].now = fiber::state::runnable;
+    at_barrier_ = 0;
+  }
+
+  void release_warp_if_complete(unsigned warp) {
+    warp_exchange& w = warps_[warp];
+    if (w.arrived < lanes_of(warp)) return;
+    for (unsigned lane = 0; lane < lanes_of(warp); ++lane) {
+      fiber& f = fibers_[std::size_t(warp) * warp_size + lane];
+      if (f.now == fiber::state::at_warp_collective && f.collective == w.generation) f.now = fiber::state::runnable;
+    }
+    w.arrived = 0;
+    ++w.generation;
+  }
+
+  void run_block(uint3 index) {
+    block_index_ = index;
+    at_barrier_ = exited_ = 0;
+    for (auto& w : warps_) w.arrived = 0, w.generation = 0;
+    for (std::size_t t = 0; t < threads_; ++t) {
+      fiber& f = fibers_[t];
+      f.index = uint3{unsigned(t % block_.x), unsigned(t / block_.x % block_.y),
+                      unsigned(t / (std::size_t(block_.x) * block_.y))};
+      f.lane = unsigned(t % warp_size);
+      f.warp = unsigned(t / warp_size);
+      f.now = fiber::state::runnable;
+#if defined(ATTN_EMULATOR_ASAN)
+      // A fiber abandoned mid-call (a kernel that threw or got stuck) left its frames' redzones
+      // poisoned on this stack.
+      __asan_unpoison_memory_region(f.stack, stack_bytes);
+#endif
+      make_context(f.context, f.stack, stack_bytes, &block_runner::entry, long(t));
+    }
+    failure_ = nullptr;
+    // The threads switch among themselves; the block comes back here when none can run.
+    current_ = &fibers_[0];
+#if defined(ATTN_EMULATOR_ASAN)
+    void* fake = nullptr;
+    entered_from_launcher_ = true;
+    __sanitizer_start_switch_fiber(&fake, fibers_[0].stack, stack_bytes);
+#endif
+    switch_context(launcher_, fibers_[0].context);
+#if defined(ATTN_EMULATOR_ASAN)
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+    current_ = nullptr;
+    if (failure_) std::rethrow_exception(failure_);
+    if (exited_ != threads_)
+      throw kernel_error("attn::cuda_emulator: block " + block_name() + " cannot go on: " + waiting());
+  }
+
+  /// What the threads of a stuck block wait for.
+  std::string waiting() const {
+    std::size_t barrier = 0, done = 0;
+    std::string collectives;
+    for (std::size_t t = 0; t < threads_; ++t) {
+      const fiber& f = fibers_[t];
+      barrier += f.now == fiber::state::at_barrier;
+      done += f.now == fiber::state::done;
+      if (f.now == fiber::state::at_warp_collective && collectives.size() < 200)
+        collectives += " thread " + std::to_string(t) + " at " +
+                       warps_[f.warp].tags[f.collective % 2][f.lane] + ";";
+    }
+    return std::to_string(barrier) + " threads at __syncthreads, " + std::to_string(done) + " exited," +
+           (collectives.empty() ? std::string(" none at a warp collective") : collectives) +
+           " (a barrier or collective some threads never reach)";
+  }
+
+  /// The next thread after the current one that can run, round robin; null when none can.
+  fiber* next_runnable() {
+    const std::size_t me = std::size_t(current_ - fibers_.data());
+    for (std::size_t k = 1; k <= threads_; ++k) {
+      fiber& f = fibers_[(me + k) % threads_];
+      if (f.now == fiber::state::runnable) return &f;
+    }
+    return nullptr;
+  }
+
+  static void entry(long t) {
+    block_runner& self = instance();
+    fiber& f = self.fibers_[std::size_t(t)];
+#if defined(ATTN_EMULATOR_ASAN)
+    const void* from_bottom = nullptr;
+    std::size_t from_size = 0;
+    __sanitizer_finish_switch_fiber(nullptr, &from_bottom, &from_size);
+    if (self.entered_from_launcher_) {
+      self.launcher_stack_bottom_ = from_bottom, self.launcher_stack_size_ = from_size;
+      self.entered_from_launcher_ = false;
+    }
+#endif
+    try {
+      (*self.body_)();
+    } catch (...) {
+      self.failure_ = std::current_exception();
+    }
+    f.now = fiber::state::done;
+    ++self.exited_;
+    // An exit completes a barrier the others wait at (exited threads count as arrived); it
+    // leaves a warp collective its lanes wait at forever, which run_block reports.
+    self.release_barrier_if_complete();
+    fiber* next = self.failure_ ? nullptr : self.next_runnable();
+    context abandoned;
+    if (next) {
+      self.current_ = next;
+#if defined(ATTN_EMULATOR_ASAN)
+      __sanitizer_start_switch_fiber(nullptr, next->stack, stack_bytes);
+#endif
+      switch_context(abandoned, next->context);
+    } else {
+#if defined(ATTN_EMULATOR_ASAN)
+      __sanitizer_start_switch_fiber(nullptr, self.launcher_stack_bottom_, self.launcher_stack_size_);
+#endif
+      switch_context(abandoned, self.launcher_);
+    }
+  }
+
+  /// Lets the other threads run until this one is runnable again.
+  void yield() {
+    fiber& me = *current_;
+    fiber* next = next_runnable();
+#if defined(ATTN_EMULATOR_ASAN)
+    if (next) __sanitizer_start_switch_fiber(&me.fake_stack, next->stack, stack_bytes);
+    else __sanitizer_start_switch_fiber(&me.fake_stack, launcher_stack_bottom_, launcher_stack_size_);
+#endif
+    if (next) {
+      current_ = next;
+      switch_context(me.context, next->context);
+    } else {
+      switch_context(me.context, launcher_);  // stuck: run_block reports it
+    }
+#if defined(ATTN_EMULATOR_ASAN)
+    __sanitizer_finish_switch_fiber(me.fake_stack, nullptr, nullptr);
+#endif
+  }
+
+  std::vector<fiber> fibers_;
+  std::vector<warp_exchange> warps_;
+  std::vector<std::byte> shared_;
+  std::size_t threads_ = 0, at_barrier_ = 0, exited_ = 0;
+  dim3 grid_, block_;
+  uint3 block_index_;
+  const std::function<void()>* body_ = nullptr;
+  fiber* current_ = nullptr;
+  context launcher_;  // the launching thread's
+  std::exception_ptr failure_;
+  bool running_ = false;
+  bool entered_from_launcher_ = false;
+  const void* launcher_stack_bottom_ = nullptr;
+  std::size_t launcher_stack_size_ = 0;
+};
+
+}  // namespace detail
+
+/// kernel<<<grid, block, shared_bytes>>>(args...): every block, one after another; returns when
+/// the last has finished (launches are synchronous here). Arguments are copied as CUDA copies a
+/// kernel's parameters.
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "attn::cuda_emulator::launch: the kernel's arguments");
+  const std::tuple<std::remove_cvref_t<Params>...> parameters(std::forward<Args>(args)...);
+  const std::function<void()> body = [&] { std::apply(kernel, parameters); };
+  detail::block_runner::instance().run(grid, block, shared_bytes, body);
+}
+
+/// A launcher's Runtime (fused_attention_launch.cuh) on the emulator: launch.cuh's
+/// device_runtime with host memory, which also holds a launch to the GPU's rules on dynamic
+/// shared memory (above 48 KiB only after allow_shared_memory; 227 KiB at most, sm_90's limit).
+struct runtime {
+  static constexpr std::size_t default_shared_bytes = std::size_t{48} << 10;
+  static constexpr std::size_t most_shared_bytes = std::size_t{227} << 10;
+
+  template <class... Params, class... Args>
+  static void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
+    const auto allowed = allowances().find(reinterpret_cast<const void*>(kernel));
+    const std::size_t limit = allowed != allowances().end() ? allowed->second : default_shared_bytes;
+    if (shared_bytes > limit)
+      throw kernel_error("attn::cuda_emulator::runtime: a launch with " + std::to_string(shared_bytes) +
+                         " bytes of dynamic shared memory, and the kernel allows " + std::to_string(limit) +
+                         " (cudaFuncSetAttribute first: cudaErrorInvalidValue on a GPU)");
+    cuda_emulator::launch(kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
+  }
+
+  struct free_memory {
+    void operator()(void* p) const { std::free(p); }
+  };
+  static std::unique_ptr<void, free_memory> scratch(std::size_t bytes) {
+    if (bytes == 0) return nullptr;
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);  // cudaMalloc's alignment
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0xff, bytes);  // not zeroed on a GPU either
+    return std::unique_ptr<void, free_memory>(p);
+  }
+
+  static void zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+
+  template <class... Params>
+  static void allow_shared_memory(void (*kernel)(Params...), int bytes) {
+    if (bytes < 0 || std::size_t(bytes) > most_shared_bytes)
+      throw kernel_error("attn::cuda_emulator::runtime: " + std::to_string(bytes) +
+                         " bytes of dynamic shared memory asked for; an sm_90 block has at most " +
+                         std::to_string(most_shared_bytes));
+    allowances()[reinterpret_cast<const void*>(kernel)] = std::size_t(bytes);
+  }
+
+ private:
+  static std::map<const void*, std::size_t>& allowances() {
+    static std::map<const void*, std::size_t> by_kernel;
+    return by_kernel;
+  }
+};
+
+/// The block's dynamic shared memory (`extern __shared__` on a GPU), 16-byte aligned.
+inline void* dynamic_shared_memory() { return detail::block_runner::instance().dynamic_shared(); }
+
+/// A warp collective (see block_runner::collective).
+template <class Result, class Value, class Compute>
+Result warp_collective(const char* tag, const Value& mine, Compute&& compute) {
+  return detail::block_runner::instance().collective<Result>(tag, full_mask, mine, std::forward<Compute>(compute));
+}
+
+/// The PTX instructions mma.cuh uses, as the PTX ISA defines them ("Matrix fragments for
+/// mma.m16n8k16 with floating point type", "ldmatrix", "cvt"), with g = lane / 4, t = lane % 4.
+namespace ptx {
+
+template <class T>
+float widen(std::uint16_t bits) {
+  return float(T::from_bits(bits));
+}
+inline std::uint16_t half_of(std::uint32_t word, int high) { return std::uint16_t(high ? word >> 16 : word & 0xffffu); }
+
+/// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.f32: D = A·B + C over the warp.
+/// A (16 × 16): a_i, i = 0…7 (register i / 2, the low half first), at row g + 8·(i % 4 ≥ 2) and
+/// column 2t + i % 2 + 8·(i ≥ 4). B (16 × 8): b_i, i = 0…3, at row 2t + i % 2 + 8·(i ≥ 2), column g.
+/// C, D (16 × 8): c_i, i = 0…3, at row g + 8·(i ≥ 2), column 2t + i % 2.
+template <class T>
+void mma_m16n8k16(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+  struct registers {
+    std::uint32_t a[4], b[2];
+    float c[4];
+  };
+  struct accumulators {
+    float c[4];
+  };
+  registers mine;
+  std::memcpy(mine.a, a, sizeof mine.a);
+  std::memcpy(mine.b, b, sizeof mine.b);
+  std::memcpy(mine.c, c, sizeof mine.c);
+  const auto d = warp_collective<accumulators>(
+      "mma.sync.m16n8k16", mine, [](const registers (&all)[warp_size], accumulators (&out)[warp_size]) {
+        float A[16][16], B[16][8], C[16][8];
+        for (unsigned l = 0; l < warp_size; ++l) {
+          const int g = int(l) / 4, t = int(l) % 4;
+          for (int i = 0; i < 8; ++i)
+            A[g + 8 * (i % 4 >= 2)][2 * t + i % 2 + 8 * (i >= 4)] = widen<T>(half_of(all[l].a[i / 2], i % 2));
+          for (int i = 0; i < 4; ++i) B[2 * t + i % 2 + 8 * (i >= 2)][g] = widen<T>(half_of(all[l].b[i / 2], i % 2));
+          for (int i = 0; i < 4; ++i) C[g + 8 * (i >= 2)][2 * t + i % 2] = all[l].c[i];
+        }
+        for (unsigned l = 0; l < warp_size; ++l) {
+          const int g = int(l) / 4, t = int(l) % 4;
+          for (int i = 0; i < 4; ++i) {
+            const int row = g + 8 * (i >= 2), column = 2 * t + i % 2;
+            double sum = C[row][column];
+            for (int k = 0; k < 16; ++k) sum += double(A[row][k]) * double(B[k][column]);
+            out[l].c[i] = float(sum);
+          }
+        }
+      });
+  std::memcpy(c, d.c, sizeof d.c);
+}
+
+/// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8m … 8m + 7 give the addresses of rows
+/// 0–7 of matrix m; register m of lane l receives matrix m's elements (2t, g) and (2t + 1, g),
+/// the first in the low half (.trans: column g, where without it lane l gets row g).
+inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  struct registers {
+    std::uint32_t r[4];
+  };
+  const auto got = warp_collective<registers>(
+      "ldmatrix.x4.trans", row, [](const std::uint16_t* const (&rows)[warp_size], registers (&out)[warp_size]) {
+        for (unsigned l = 0; l < warp_size; ++l) {
+          const unsigned g = l / 4, t = l % 4;
+          for (unsigned m = 0; m < 4; ++m) {
+            const std::uint16_t low = rows[8 * m + 2 * t][g], high = rows[8 * m + 2 * t + 1][g];
+            out[l].r[m] = std::uint32_t(low) | std::uint32_t(high) << 16;
+          }
+        }
+      });
+  std::memcpy(r, got.r, sizeof got.r);
+}
+
+/// cvt.rn.{bf16x2,f16x2}.f32 d, a, b: a rounded into the upper half of d, b into the lower.
+template <class T>
+std::uint32_t cvt_pack(float a, float b) {
+  return std::uint32_t(T(a).bits) << 16 | std::uint32_t(T(b).bits);
+}
+
+}  // namespace ptx
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/// The kernel's view of the machine (threadIdx and the rest below).
+inline const uint3& thread_index() { return detail::block_runner::instance().thread_index(); }
+inline const uint3& block_index() { return detail::block_runner::instance().block_index(); }
+inline const dim3& block_size() { return detail::block_runner::instance().block_size(); }
+inline const dim3& grid_size() { return detail::block_runner::instance().grid_size(); }
+
+}  // namespace attn::cuda_emulator
+
+// CUDA's keywords and built-in variables.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static  // one copy for the block that runs: blocks run one at a time
+#define threadIdx (::attn::cuda_emulator::thread_index())
+#define blockIdx (::attn::cuda_emulator::block_index())
+#define blockDim (::attn::cuda_emulator::block_size())
+#define gridDim (::attn::cuda_emulator::grid_size())
+
+// The intrinsics attn's kernels call.
+inline void __syncthreads() { ::attn::cuda_emulator::detail::block_runner::instance().barrier(); }
+inline void __syncwarp(unsigned mask = ::attn::cuda_emulator::full_mask) {
+  ::attn::cuda_emulator::detail::block_runner::instance().collective<int>(
+      "__syncwarp", mask, 0, [](const int (&)[32], int (&out)[32]) { std::fill(out, out + 32, 0); });
+}
+
+namespace attn::cuda_emulator::detail {
+/// A shuffle: lane l gets the value of lane source(l, its parameter), or its own where the source
+/// falls outside its segment of `width` lanes.
+template <class T, class Source>
+T shuffle(const char* tag, unsigned mask, T value, int parameter, int width, Source source) {
+  struct given {
+    T value;
+    int parameter;
+  };
+  return block_runner::instance().collective<T>(
+      tag, mask, given{value, parameter}, [&](const given (&all)[warp_size], T (&out)[warp_size]) {
+        for (unsigned l = 0; l < warp_size; ++l) {
+          const int from = source(int(l), all[l].parameter);
+          out[l] = from >= 0 && from < int(warp_size) && from / width == int(l) / width ? all[from].value : all[l].value;
+        }
+      });
+}
+}  // namespace attn::cuda_emulator::detail
+
+template <class T>
+T __shfl_sync(unsigned mask, T value, int source, int width = 32) {
+  return ::attn::cuda_emulator::detail::shuffle("__shfl_sync", mask, value, source, width,
+                                               [width](int l, int s) { return l / width * width + s % width; });
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+  return ::attn::cuda_emulator::detail::shuffle("__shfl_xor_sync", mask, value, lane_mask, width,
+                                               [](int l, int m) { return l ^ m; });
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) {
+  return ::attn::cuda_emulator::detail::shuffle("__shfl_down_sync", mask, value, int(delta), width,
+                                               [](int l, int d) { return l + d; });
+}
+template <class T>
+T __ldcg(const T* p) {
+  return *p;
+}
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned value) {  // fibers switch only at barriers: one at a time
+  const unsigned old = *p;
+  *p = old + value;
+  return old;
+}
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long value) {
+  const unsigned long long old = *p;
+  *p = std::min(old, value);
+  return old;
+}
+// Correctly rounded arithmetic: what the host's does (no contraction into fused multiply-adds).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }

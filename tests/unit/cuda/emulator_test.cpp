@@ -1,0 +1,234 @@
+// The CPU emulator of the CUDA execution model (attn/cuda/emulator.hpp): the built-in variables,
+// __syncthreads and shared memory, shuffles, the mistakes it reports instead of hanging, dynamic
+// shared memory's rule, and mma.cuh's tensor-core helpers (whose PTX it replaces by twins written
+// from the PTX ISA's fragment layouts) against plain products.
+#include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
+
+#include <attn/cuda/mma.cuh>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+namespace emulator = attn::cuda_emulator;
+namespace mma = attn::cuda_backend::mma;
+
+__global__ void coordinates(unsigned* out) {
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  out[block * blockDim.x * blockDim.y * blockDim.z + thread] = block * 1000 + thread;
+}
+
+/// A block's sum by a tree in shared memory: wrong unless every __syncthreads holds.
+__global__ void block_sums(const int* x, int* sums) {
+  __shared__ int partial[256];
+  partial[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];
+  __syncthreads();
+  for (unsigned half = 128; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
+}
+
+__global__ void shuffles(int* out) {
+  const int lane = int(threadIdx.x % 32);
+  int sum = lane;
+  for (int m = 1; m < 32; m *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);  // every lane: Σ lanes
+  const int down = __shfl_down_sync(0xffffffffu, lane * 10, 3);                  // lane + 3's, or its own
+  const int broadcast = __shfl_sync(0xffffffffu, lane * 100, 5);                 // lane 5's
+  out[threadIdx.x * 3] = sum;
+  out[threadIdx.x * 3 + 1] = down;
+  out[threadIdx.x * 3 + 2] = broadcast;
+}
+
+/// Lane 0 waits at __syncthreads for its warp, which waits at a shuffle for lane 0.
+__global__ void barrier_not_reached_by_all() {
+  if (threadIdx.x == 0) __syncthreads();
+  else (void)__shfl_xor_sync(0xffffffffu, 1, 1);
+}
+
+__global__ void lanes_at_different_collectives() {
+  if (threadIdx.x % 2 == 0) (void)__shfl_xor_sync(0xffffffffu, 1, 1);
+  else __syncwarp();
+}
+
+__global__ void collective_after_lanes_left() {
+  if (threadIdx.x >= 16) return;
+  (void)__shfl_xor_sync(0xffffffffu, 1, 1);
+}
+
+__global__ void throws_on_thread_7() {
+  if (threadIdx.x == 7) throw std::runtime_error("thread 7");
+  __syncthreads();
+}
+
+__global__ void fill_dynamic_shared(int bytes, int* ok) {
+  auto* s = static_cast<unsigned char*>(emulator::dynamic_shared_memory());
+  for (int i = int(threadIdx.x); i < bytes; i += int(blockDim.x)) s[i] = static_cast<unsigned char>(i);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *ok = 1;
+    for (int i = 0; i < bytes; ++i) *ok &= s[i] == static_cast<unsigned char>(i);
+  }
+}
+
+/// The 16-bit numbers of a row-major matrix as their bits.
+template <class T>
+std::vector<std::uint16_t> bits(const std::vector<float>& x) {
+  std::vector<std::uint16_t> b;
+  for (float v : x) b.push_back(T(v).bits);
+  return b;
+}
+
+/// C (16 × 8) = A (16 × 16) · B (16 × 8), B given as Bᵀ (its column n as row n, as keys hold
+/// Kᵀ's), through load_a, load_b_from_rows and multiply_add; C stored row-major.
+template <class T>
+__global__ void product_from_rows(const std::uint16_t* a, const std::uint16_t* b_rows, float* c) {
+  mma::fragment_a fa;
+  mma::fragment_b fb;
+  mma::accumulator acc = {};
+  mma::load_a(fa, a, 16);
+  mma::load_b_from_rows(fb, b_rows, 16);
+  mma::multiply_add<T>(acc, fa, fb);
+  const int g = mma::group(), t = mma::in_group();
+  for (int i = 0; i < 4; ++i) c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = acc[i];
+}
+
+/// C (16 × 16) = A · B, B row-major as values are (load_b_transposed: two 16 × 8 tiles), and then
+/// D = C rounded to T and fed back as an A fragment (to_a) times the identity: C's bits in T.
+template <class T>
+__global__ void product_transposed_and_back(const std::uint16_t* a, const std::uint16_t* b, const std::uint16_t* eye,
+                                            float* c, float* d) {
+  alignas(16) __shared__ std::uint16_t staged[16 * 24];  // B with 8 numbers of padding a row, as the kernels stage
+  for (int e = int(threadIdx.x); e < 256; e += 32) staged[e / 16 * 24 + e % 16] = b[e];
+  __syncwarp();
+  mma::fragment_a fa;
+  mma::fragment_b left, right;
+  mma::accumulator c_left = {}, c_right = {};
+  mma::load_a(fa, a, 16);
+  mma::load_b_transposed(left, right, staged, 24);
+  mma::multiply_add<T>(c_left, fa, left);
+  mma::multiply_add<T>(c_right, fa, right);
+  mma::fragment_a packed;
+  mma::to_a<T>(packed, c_left, c_right);
+  mma::fragment_b eye_left, eye_right;
+  mma::load_b_from_rows(eye_left, eye, 16);
+  mma::load_b_from_rows(eye_right, eye + 8 * 16, 16);
+  mma::accumulator d_left = {}, d_right = {};
+  mma::multiply_add<T>(d_left, packed, eye_left);
+  mma::multiply_add<T>(d_right, packed, eye_right);
+  const int g = mma::group(), t = mma::in_group();
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i / 2), column = 2 * t + i % 2;
+    c[row * 16 + column] = c_left[i];
+    c[row * 16 + 8 + column] = c_right[i];
+    d[row * 16 + column] = d_left[i];
+    d[row * 16 + 8 + column] = d_right[i];
+  }
+}
+
+template <class T>
+void check_products() {
+  // Small integers and halves: every product and sum exact in float, so the order of the sums
+  // cannot matter and C must equal the loop's bit for bit.
+  std::vector<float> a(256), b(256);
+  for (int e = 0; e < 256; ++e) a[std::size_t(e)] = float((e * 7) % 11 - 5) / 2, b[std::size_t(e)] = float((e * 5) % 13 - 6);
+  const auto a_bits = bits<T>(a);
+
+  // Bᵀ's rows: column n of a 16 × 8 B.
+  std::vector<float> b_rows(128);
+  for (int n = 0; n < 8; ++n)
+    for (int k = 0; k < 16; ++k) b_rows[std::size_t(n * 16 + k)] = b[std::size_t(k * 16 + n)];
+  const auto b_rows_bits = bits<T>(b_rows);
+  std::vector<float> c(128, -1);
+  emulator::launch(product_from_rows<T>, dim3(1), dim3(32), 0, a_bits.data(), b_rows_bits.data(), c.data());
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      float want = 0;
+      for (int k = 0; k < 16; ++k) want += a[std::size_t(m * 16 + k)] * b[std::size_t(k * 16 + n)];
+      CHECK(c[std::size_t(m * 8 + n)] == want);
+    }
+
+  std::vector<float> eye(256, 0);
+  for (int i = 0; i < 16; ++i) eye[std::size_t(i * 16 + i)] = 1;
+  const auto b_bits = bits<T>(b), eye_bits = bits<T>(eye);
+  std::vector<float> full(256, -1), back(256, -1);
+  emulator::launch(product_transposed_and_back<T>, dim3(1), dim3(32), 0, a_bits.data(), b_bits.data(),
+                   eye_bits.data(), full.data(), back.data());
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      float want = 0;
+      for (int k = 0; k < 16; ++k) want += a[std::size_t(m * 16 + k)] * b[std::size_t(k * 16 + n)];
+      INFO("row ", m, " column ", n);
+      CHECK(full[std::size_t(m * 16 + n)] == want);
+      CHECK(back[std::size_t(m * 16 + n)] == float(T(want)));  // rounded to T once, by pack
+    }
+}
+
+}  // namespace
+
+TEST_CASE("emulator: every block and thread runs once, with its coordinates") {
+  const dim3 grid(3, 2, 2), block(4, 3, 2);
+  std::vector<unsigned> out(12 * 24, 0xdeadbeef);
+  emulator::launch(coordinates, grid, block, 0, out.data());
+  for (unsigned b = 0; b < 12; ++b)
+    for (unsigned t = 0; t < 24; ++t) CHECK(out[b * 24 + t] == b * 1000 + t);
+}
+
+TEST_CASE("emulator: __syncthreads and shared memory") {
+  std::vector<int> x(4 * 256), sums(4, 0);
+  std::iota(x.begin(), x.end(), -300);
+  emulator::launch(block_sums, dim3(4), dim3(256), 0, x.data(), sums.data());
+  for (int b = 0; b < 4; ++b) CHECK(sums[std::size_t(b)] == std::accumulate(x.begin() + b * 256, x.begin() + (b + 1) * 256, 0));
+}
+
+TEST_CASE("emulator: shuffles") {
+  std::vector<int> out(64 * 3, -1);
+  emulator::launch(shuffles, dim3(1), dim3(64), 0, out.data());
+  for (int t = 0; t < 64; ++t) {
+    const int lane = t % 32;
+    CHECK(out[std::size_t(t * 3)] == 31 * 32 / 2);
+    CHECK(out[std::size_t(t * 3 + 1)] == (lane + 3 < 32 ? (lane + 3) * 10 : lane * 10));
+    CHECK(out[std::size_t(t * 3 + 2)] == 500);
+  }
+}
+
+TEST_CASE("emulator: a kernel's mistakes throw instead of hanging") {
+  CHECK_THROWS_WITH_AS(emulator::launch(barrier_not_reached_by_all, dim3(2), dim3(64), 0),
+                       doctest::Contains("cannot go on"), emulator::kernel_error);
+  CHECK_THROWS_WITH_AS(emulator::launch(lanes_at_different_collectives, dim3(1), dim3(32), 0),
+                       doctest::Contains("__syncwarp"), emulator::kernel_error);
+  CHECK_THROWS_WITH_AS(emulator::launch(collective_after_lanes_left, dim3(1), dim3(32), 0),
+                       doctest::Contains("__shfl_xor_sync"), emulator::kernel_error);
+  CHECK_THROWS_WITH_AS(emulator::launch(throws_on_thread_7, dim3(1), dim3(32), 0), "thread 7", std::runtime_error);
+  CHECK_THROWS_AS(emulator::launch(coordinates, dim3(1), dim3(2048), 0, static_cast<unsigned*>(nullptr)),
+                  emulator::kernel_error);
+  // The emulator is usable again after each.
+  std::vector<int> x(256, 1), sums(1, 0);
+  emulator::launch(block_sums, dim3(1), dim3(256), 0, x.data(), sums.data());
+  CHECK(sums[0] == 256);
+}
+
+TEST_CASE("emulator: dynamic shared memory above 48 KiB only when the kernel allows it") {
+  int ok = 0;
+  emulator::runtime::launch(fill_dynamic_shared, dim3(1), dim3(128), 1000, 1000, &ok);
+  CHECK(ok == 1);
+  const int bytes = 80 * 1024;
+  CHECK_THROWS_WITH_AS(emulator::runtime::launch(fill_dynamic_shared, dim3(1), dim3(128), bytes, bytes, &ok),
+                       doctest::Contains("cudaFuncSetAttribute"), emulator::kernel_error);
+  CHECK_THROWS_AS(emulator::runtime::allow_shared_memory(fill_dynamic_shared, 300 * 1024), emulator::kernel_error);
+  emulator::runtime::allow_shared_memory(fill_dynamic_shared, bytes);
+  ok = 0;
+  emulator::runtime::launch(fill_dynamic_shared, dim3(2), dim3(128), bytes, bytes, &ok);
+  CHECK(ok == 1);
+}
+
+TEST_CASE("mma.cuh on the emulator: fragments, ldmatrix's transpose and to_a against plain products") {
+  SUBCASE("bfloat16") { check_products<attn::bfloat16>(); }
+  SUBCASE("float16") { check_products<attn::float16>(); }
+}

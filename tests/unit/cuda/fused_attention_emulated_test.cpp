@@ -1,0 +1,167 @@
+// The GPU's fused attention kernels (cuda/attn/cuda/fused_attention_kernels.cuh on CUDA cores,
+// fused_attention_tensor_cores.cuh on mma.sync), launched by fused_attention<cuda>'s host code on
+// the CPU emulator, against the CPU kernel: the cases of tests/gpu/fused_attention_test.cu
+// (lengths 1 to 129, head widths 32 to 128, padding, a sentence with no keys, causal and shifted
+// masks, a bias, grouped and multi-query heads, dropout) in float, double, bfloat16 and float16,
+// the 16-bit ones on CUDA cores and on tensor cores, and ALiBi and a soft cap with learned inputs
+// on CUDA cores. What this shows and what it cannot: attn/cuda/emulator.hpp's header.
+#include "emulated_gpu.hpp"
+
+#include <attn/cpu.hpp>
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../../gpu/fused_attention_case.hpp"
+
+namespace {
+
+using attn::index_t;
+using fused_case::modification;
+
+/// ALiBi (s − m_h·|first_query + i − j|) or a soft cap (c_h·tanh(s / c_h)) with a learned number a
+/// head, in both forms the kernels take: the CPU kernel's, by a score's coordinates {b, h, i, j},
+/// and the GPU kernels' device form (score_modification.cuh's), by its row-major index in
+/// [batch, heads, queries, keys].
+template <class A>
+struct learned_modification {
+  static constexpr bool modifies = true;
+  modification kind;
+  const A* learned;  // [heads]
+  index_t heads, queries, keys, first_query;
+  index_t size;  // numbers of the learned inputs' gradient
+
+  using coordinates = std::array<index_t, 4>;
+
+  A operator()(const coordinates& c, A s) const {
+    const A m = learned[c[1]];
+    return kind == modification::alibi ? s - m * distance(c) : m * std::tanh(s / m);
+  }
+  A derivative(const coordinates& c, A s) const {
+    if (kind == modification::alibi) return A(1);
+    const A t = std::tanh(s / learned[c[1]]);
+    return A(1) - t * t;
+  }
+  index_t gradient_size() const { return size; }
+  void accumulate(const coordinates& c, A s, A d_score, A* gradients) const {
+    const A m = learned[c[1]];
+    if (kind == modification::alibi) {
+      gradients[c[1]] -= d_score * distance(c);
+    } else {
+      const A t = std::tanh(s / m);
+      gradients[c[1]] += d_score * (t - s / m * (A(1) - t * t));
+    }
+  }
+
+  // The device form.
+  template <class S>
+  S operator()(std::int64_t at, S s) const {
+    return S((*this)(coordinates_of(at), A(s)));
+  }
+  template <class S>
+  S derivative(std::int64_t at, S s) const {
+    return S(derivative(coordinates_of(at), A(s)));
+  }
+  template <class S>
+  void accumulate(std::int64_t at, S s, S d_score, S* gradients) const {
+    accumulate(coordinates_of(at), A(s), A(d_score), gradients);
+  }
+
+ private:
+  A distance(const coordinates& c) const { return std::abs(A(first_query + c[2] - c[3])); }
+  coordinates coordinates_of(std::int64_t at) const {
+    const index_t j = index_t(at % keys);
+    at /= keys;
+    const index_t i = index_t(at % queries);
+    at /= queries;
+    return {index_t(at / heads), index_t(at % heads), i, j};
+  }
+};
+
+struct make_learned {
+  template <class A>
+  learned_modification<A> operator()(const A* learned, const fused_case::sizes& z) const {
+    return {z.modified, learned, z.heads, z.queries, z.keys, z.first_query, z.heads};
+  }
+};
+
+template <class T, class Device>
+fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
+  if (z.modified == modification::none) return fused_case::run_kernel<T, Device>(z, seed);
+  return fused_case::run_kernel<T, Device>(z, seed, make_learned{});
+}
+
+/// ‖got − want‖ / ‖want‖ (‖got − want‖ when want is zero); NaN gives infinity.
+double relative(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr index_t longest = 200;  // under the sanitizers (at -O0): the lengths up to 129
+#else
+constexpr index_t longest = 1000;
+#endif
+
+/// Every case of fused_attention_test.cu but those of 1000 queries on tensor cores (a minute
+/// each on the emulator, every mma a collective of 32 fibers; the CUDA-core kernels take them
+/// but under the sanitizers).
+template <class T>
+void compare(double tolerance, bool tensor_cores) {
+  namespace tc = attn::cuda_backend::fused_attention_tensor_cores;
+  const bool by_default = tc::enabled();
+  tc::enabled() = tensor_cores;
+  unsigned seed = 1;
+  int compared = 0;
+  for (const auto& z : fused_case::cases()) {
+    ++seed;
+    const bool on_tensor_cores = tensor_cores && z.modified == modification::none;  // the others: CUDA cores
+    if ((on_tensor_cores && z.queries >= 1000) || z.queries > longest) continue;
+    if (tensor_cores && !on_tensor_cores) continue;  // the CUDA-core run had it
+    const auto want = run_case<T, attn::cpu>(z, seed);
+    const auto got = run_case<T, emulated::gpu>(z, seed);
+    const char* parts[] = {"out", "d_q", "d_k", "d_v", "d_modification"};
+    using part = std::vector<double> fused_case::result::*;
+    const part members[] = {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
+                            &fused_case::result::d_v, &fused_case::result::d_modification};
+    for (int m = 0; m < 5; ++m) {
+      INFO(z.str(), " ", parts[m]);
+      // As the GPU test: a learned input's gradient sums a head's every score, terms that largely
+      // cancel, so ten times the others' tolerance.
+      CHECK(relative(got.*members[m], want.*members[m]) < (m == 4 ? 10 * tolerance : tolerance));
+    }
+    ++compared;
+  }
+  CHECK(compared > 10);
+  tc::enabled() = by_default;
+}
+
+}  // namespace
+
+// The tolerances of tests/gpu/fused_attention_test.cu, which says why.
+TEST_CASE("fused attention's GPU kernels on the emulator: float and double on CUDA cores") {
+  compare<float>(1e-5, false);
+  compare<double>(1e-12, false);
+}
+
+TEST_CASE("fused attention's GPU kernels on the emulator: bfloat16 and float16 on CUDA cores") {
+  compare<attn::bfloat16>(std::ldexp(1.0, -8), false);
+  compare<attn::float16>(std::ldexp(1.0, -11), false);
+}
+
+TEST_CASE("fused attention's GPU kernels on the emulator: bfloat16 and float16 on tensor cores") {
+  compare<attn::bfloat16>(std::ldexp(1.0, -7), true);
+  compare<attn::float16>(std::ldexp(1.0, -10), true);
+}
