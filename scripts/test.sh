@@ -41,11 +41,12 @@ heading "configure (build-asan/: AddressSanitizer + UBSan)"
 # tests still run in seconds (2 s and 10 s).
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
   -Doptimization=0 -Ddebug=true -Dbenchmarks=disabled -Dcuda=disabled
-# The unit tests of core, expr, cpu, grad and the loss (unit), and of text, data, batching,
-# checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed); the
+# The unit tests of core, expr, cpu, grad and the loss (unit), of text, data, batching,
+# checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed), and the GPU's
+# kernels on the CPU emulator (unit-emulated: AddressSanitizer is its compute-sanitizer); the
 # whole-model tests (unit-model) ran above and are left out here, see tests/unit/meson.build.
 heading "compile (build-asan/: the unit tests)"
-asan_tests=(unit unit-train)
+asan_tests=(unit unit-train unit-emulated)
 meson compile -C build-asan "${asan_tests[@]}"
 heading "test: ${asan_tests[*]} under sanitizers"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
