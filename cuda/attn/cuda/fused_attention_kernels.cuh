@@ -24,15 +24,6 @@
 
 #include "fused_attention_masks.cuh"
 
-namespace attn::cuda_backend {
-
-/// No modification: the score is scale · q·k.
-struct no_score_modification {
-  static constexpr bool modifies = false;
-};
-
-}  // namespace attn::cuda_backend
-
 namespace attn::cuda_backend::fused_attention_kernels {
 
 inline constexpr int query_rows = 64;  // threads, and queries, a block of the forward and dQ
@@ -66,21 +57,6 @@ __device__ inline void stage(A (*s)[D], const T* x, index_t first, index_t count
     const int r = e / D, c = e % D;
     s[r][c] = r < count && c < d ? A(x[(first + r) * d + c]) : A(0);
   }
-}
-
-/// The row-major index of score (b, h, i, j) in [batch, heads, queries, keys]: where a score
-/// modification's plans evaluate it.
-__device__ inline std::int64_t score_index(const fused_attention_problem& p, index_t b, index_t h, index_t i,
-                                           index_t j) {
-  return ((std::int64_t(b) * p.heads + h) * p.queries + i) * p.keys + j;
-}
-
-/// scale · q·k modified (no_score_modification: unchanged).
-template <class A, class M>
-__device__ inline A modified(const M& m, const fused_attention_problem& p, index_t b, index_t h, index_t i, index_t j,
-                             A scaled) {
-  if constexpr (M::modifies) return m(score_index(p, b, h, i, j), scaled);
-  else return scaled;
 }
 
 template <int D, class T, class Rule, class M>

@@ -9,7 +9,7 @@
 //   zero(pointer, bytes)
 //   allow_shared_memory(kernel, bytes)                    dynamic shared memory above 48 KiB
 // The modification M is already in device form (score_modification.cuh's, or
-// no_score_modification).
+// no_score_modification); both kinds of kernel evaluate it.
 #pragma once
 
 #include <algorithm>
@@ -50,11 +50,11 @@ struct fused_attention_launch {
     if (p.batch * p.heads * p.queries == 0) return;
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
-      if constexpr (is_float16_storage<T> && !M::modifies) {
-        if (tensor_cores::enabled()) {  // (which evaluate no modification yet)
+      if constexpr (is_float16_storage<T>) {
+        if (tensor_cores::enabled()) {
           const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
-          Runtime::launch(tensor_cores::forward<D, T, Rule>, grid, dim3(tensor_cores::warps * 32), 0, p, q, k, v, bias,
-                          out, log_sum_exp, rule);
+          Runtime::launch(tensor_cores::forward<D, T, Rule, M>, grid, dim3(tensor_cores::warps * 32), 0, p, q, k, v,
+                          bias, out, log_sum_exp, rule, modification);
           return;
         }
       }
@@ -65,13 +65,16 @@ struct fused_attention_launch {
   }
 
   /// d_modification (modification.size numbers) receives the learned inputs' gradients; on the
-  /// way they take a row of that many a query row (scratch).
+  /// way they take a row of that many a query row (4 a row on tensor cores: a slot a lane of the
+  /// row), in scratch.
   template <class T, class Rule, class M>
   static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule, const M& modification, accumulate_t<T>* d_modification) {
     namespace kernels = fused_attention_kernels;
+    namespace tensor_cores = fused_attention_tensor_cores;
     using A = accumulate_t<T>;
+    const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled();
     const index_t rows = p.batch * p.heads * p.queries;
     const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A));
     A* const dots = static_cast<A*>(scratch.get());
@@ -79,10 +82,12 @@ struct fused_attention_launch {
       Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, dots, rows, p.d_v);
     index_t inputs = 0;
     if constexpr (M::modifies) inputs = d_modification != nullptr ? modification.size : 0;
-    // The learned inputs' gradients take `inputs` floats a query row on the way: a launch of the
-    // dQ kernel takes as many sentences as keep that under 256 MiB, and their rows are summed
-    // into d_modification after it, launch after launch (a fixed order: the same bits).
-    const std::size_t sentence_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
+    // The learned inputs' gradients take `inputs` floats a slot on the way, a slot a query row
+    // (a lane of the row on tensor cores): a launch of the dQ kernel takes as many sentences as
+    // keep that under 256 MiB, and their slots are summed into d_modification after it, launch
+    // after launch (a fixed order: the same bits).
+    const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
+    const std::size_t sentence_bytes = static_cast<std::size_t>(p.heads * p.queries * slots * inputs) * sizeof(A);
     constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
     if (sentence_bytes > row_gradient_limit)
       throw std::invalid_argument(
@@ -97,51 +102,49 @@ struct fused_attention_launch {
     A* const input_gradients = static_cast<A*>(row_gradients.get());
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
-      if constexpr (is_float16_storage<T> && !M::modifies) {
-        if (fused_attention_tensor_cores::enabled()) {
-          backward_on_tensor_cores<D>(p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, d_k, d_v, rule);
-          return;
+      // dK and dV; then dQ, a group of sentences at a time.
+      const auto keys_and_values = [&] {
+        if constexpr (is_float16_storage<T>) {
+          if (on_tensor_cores) {
+            constexpr int bytes = tensor_cores::backward_keys_bytes<D>;
+            const auto kernel = tensor_cores::backward_keys<D, T, Rule, M>;
+            Runtime::allow_shared_memory(kernel, bytes);  // above 48 KiB a kernel must ask, on each device
+            const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
+            Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
+                            log_sum_exp, dots, d_k, d_v, rule, modification);
+            return;
+          }
         }
-      }
-      if (p.batch * p.kv_heads * p.keys > 0) {
         const dim3 grid(blocks(p.keys, kernels::key_rows), unsigned(p.kv_heads), unsigned(p.batch));
         Runtime::launch(kernels::backward_keys<D, T, Rule, M>, grid, dim3(kernels::key_rows), 0, p, q, k, v, bias,
                         d_out, log_sum_exp, dots, d_k, d_v, rule, modification);
-      }
-      for (index_t first = 0; first < p.batch && p.heads * p.queries > 0; first += sentences_a_launch) {
-        const index_t sentences = std::min(sentences_a_launch, p.batch - first);
-        if (inputs > 0) Runtime::zero(input_gradients, static_cast<std::size_t>(sentences) * sentence_bytes);
+      };
+      const auto queries = [&](index_t first, index_t sentences) {
+        if constexpr (is_float16_storage<T>) {
+          if (on_tensor_cores) {
+            const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(sentences));
+            Runtime::launch(tensor_cores::backward_queries<D, T, Rule, M>, grid, dim3(tensor_cores::warps * 32), 0,
+                            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule, modification, input_gradients,
+                            first);
+            return;
+          }
+        }
         const dim3 grid(blocks(p.queries, kernels::query_rows), unsigned(p.heads), unsigned(sentences));
         Runtime::launch(kernels::backward_queries<D, T, Rule, M>, grid, dim3(kernels::query_rows), 0, p, q, k, v,
                         bias, d_out, log_sum_exp, dots, d_q, rule, modification, input_gradients, first);
+      };
+      if (p.batch * p.kv_heads * p.keys > 0) keys_and_values();
+      for (index_t first = 0; first < p.batch && p.heads * p.queries > 0; first += sentences_a_launch) {
+        const index_t sentences = std::min(sentences_a_launch, p.batch - first);
+        if (inputs > 0) Runtime::zero(input_gradients, static_cast<std::size_t>(sentences) * sentence_bytes);
+        queries(first, sentences);
         if (inputs > 0)
           Runtime::launch(kernels::sum_rows<A>, dim3(unsigned(inputs)), dim3(256), 0, input_gradients,
-                          d_modification, sentences * p.heads * p.queries, inputs, first > 0);
+                          d_modification, sentences * p.heads * p.queries * slots, inputs, first > 0);
       }
       if (inputs > 0 && p.batch * p.heads * p.queries == 0)  // no rows: no gradient
         Runtime::zero(d_modification, static_cast<std::size_t>(inputs) * sizeof(A));
     });
-  }
-
- private:
-  template <int D, class T, class Rule>
-  static void backward_on_tensor_cores(const fused_attention_problem& p, const T* q, const T* k, const T* v,
-                                       const T* bias, const T* d_out, const float* log_sum_exp, const float* dots,
-                                       T* d_q, T* d_k, T* d_v, Rule rule) {
-    namespace tensor_cores = fused_attention_tensor_cores;
-    constexpr int threads = tensor_cores::warps * 32, bytes = tensor_cores::backward_keys_bytes<D>;
-    if (p.batch * p.kv_heads * p.keys > 0) {
-      const auto keys_kernel = tensor_cores::backward_keys<D, T, Rule>;
-      Runtime::allow_shared_memory(keys_kernel, bytes);  // above 48 KiB a kernel must ask, on each device
-      const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
-      Runtime::launch(keys_kernel, grid, dim3(threads), bytes, p, q, k, v, bias, d_out, log_sum_exp, dots, d_k, d_v,
-                      rule);
-    }
-    if (p.batch * p.heads * p.queries > 0) {
-      const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
-      Runtime::launch(tensor_cores::backward_queries<D, T, Rule>, grid, dim3(threads), 0, p, q, k, v, bias, d_out,
-                      log_sum_exp, dots, d_q, rule);
-    }
   }
 };
 

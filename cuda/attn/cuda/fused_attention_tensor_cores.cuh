@@ -8,9 +8,10 @@
 //   backward   a block a (sentence, key/value head, 64 keys), a warp 16 keys: Sᵀ = K·Qᵀ and
 //              dPᵀ = V·dOᵀ a 64-query tile at a time, dV += Pᵀ·dO and dK += dSᵀ·Q; then a block a
 //              (sentence, head, 64 queries) for dQ += dS·K. No atomics: the same bits every run.
-// Scores are float; the masks (padding, causal, a rule, a bias), dropout and rows with nothing
-// to see behave as in the CUDA-core kernels, element by element, except on tiles that no mask
-// can touch. P and dS are rounded to T before their products, as FlashAttention does: the
+// Scores are float; the masks (padding, causal, a rule, a bias), a variant's score modification
+// M (its learned inputs' gradients gathered by the dQ kernel, a slot a lane of a query row, then
+// summed in a fixed order), dropout and rows with nothing to see behave as in the CUDA-core
+// kernels, element by element; the masks' checks are skipped on tiles that no mask can touch. P and dS are rounded to T before their products, as FlashAttention does: the
 // outputs then differ from the float kernels' by about T's rounding (docs/fused-attention.md).
 // Written without a GPU: off by default until the gpu suite has passed them on one (`enabled`).
 #pragma once
@@ -147,10 +148,10 @@ __device__ inline void store_rows(T* out, index_t first_row, index_t width, cons
   }
 }
 
-template <int D, class T, class Rule>
+template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out, float* log_sum_exp,
-            Rule rule) {
+            Rule rule, M modification) {
   constexpr int S = stride<D>;
   alignas(16) __shared__ std::uint16_t keys[tile_rows * S];
   alignas(16) __shared__ std::uint16_t values[tile_rows * S];
@@ -193,10 +194,10 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
-        float s = scores[n][e] * scale;
-        if (!whole) {
-          if (i >= p.queries || !kernels::visible(p, b, i, j, key_end, bias, rule)) s = -INFINITY;
-          else if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
+        float s = -INFINITY;
+        if (whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule))) {
+          s = kernels::modified(modification, p, b, h, i, j, scores[n][e] * scale);
+          if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
         }
         scores[n][e] = s * log2_e;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], scores[n][e]);
@@ -238,23 +239,34 @@ __global__ void __launch_bounds__(warps * 32)
 
 /// The weight P (dropped out) and the score gradient dS of query i and key j, from their product
 /// q·k, dP = dO·v, the query's log-sum-exp and D = rowsum(dO ⊙ O): both 0 where the pair is
-/// hidden or the query sees nothing (`whole`: no mask can hide a pair of this tile).
+/// hidden or the query sees nothing (`whole`: no mask can hide a pair of this tile). Under a
+/// modification dS is by the modified score's input, and its learned inputs' share is added at
+/// `input_gradients` (the dQ kernel's; null in dK and dV's).
 struct pair_gradient {
   float weight = 0, d_score = 0;
 };
 
-template <class T, class Rule>
+template <class T, class Rule, class M>
 __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
-                                            index_t j, index_t key_end, const T* bias, const Rule& rule, bool whole,
-                                            float product, float d_weight, float lse, float dot) {
+                                            index_t j, index_t key_end, const T* bias, const Rule& rule,
+                                            const M& modification, bool whole, float product, float d_weight,
+                                            float lse, float dot, [[maybe_unused]] float* input_gradients) {
   pair_gradient g;
   if (lse == -INFINITY || !(whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)))) return g;
-  float s = product * float(p.scale);
+  const float scaled = product * float(p.scale);
+  float s = kernels::modified(modification, p, b, h, i, j, scaled);
   if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
   const float probability = exp2f((s - lse) * log2_e);
   const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
   g.d_score = probability * (d_weight * kept - dot);
   g.weight = probability * kept;
+  if constexpr (M::modifies) {
+    if (g.d_score != 0.f) {  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
+      const std::int64_t at = kernels::score_index(p, b, h, i, j);
+      if (input_gradients != nullptr) modification.accumulate(at, scaled, g.d_score, input_gradients);
+      g.d_score *= modification.derivative(at, scaled);
+    }
+  }
   return g;
 }
 
@@ -263,10 +275,10 @@ template <int D>
 inline constexpr int backward_keys_bytes = 4 * tile_rows * stride<D> * 2 + 2 * tile_rows * 4;
 
 /// dK and dV of 64 keys of one key/value head, over every query of the heads that read them.
-template <int D, class T, class Rule>
+template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
-                  const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule) {
+                  const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification) {
   constexpr int S = stride<D>;
   std::uint16_t* const keys = dynamic_shared_memory<std::uint16_t>();
   std::uint16_t* const values = keys + tile_rows * S;
@@ -328,8 +340,9 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int column = n * 8 + 2 * t + e % 2;
-          const pair_gradient g = gradient_of(p, b, h, query + column, rows[e / 2], key_end, bias, rule, whole,
-                                              scores[n][e], d_weights[n][e], lse_tile[column], dots_tile[column]);
+          const pair_gradient g =
+              gradient_of(p, b, h, query + column, rows[e / 2], key_end, bias, rule, modification, whole, scores[n][e],
+                          d_weights[n][e], lse_tile[column], dots_tile[column], nullptr);
           scores[n][e] = g.weight;
           d_weights[n][e] = scale * g.d_score;
         }
@@ -342,15 +355,23 @@ __global__ void __launch_bounds__(warps * 32)
   store_rows<T, D>(d_v, kv_row, p.d_v, dv, rows, p.keys, unscaled);
 }
 
-/// dQ of 64 queries of one head, over every key they see.
-template <int D, class T, class Rule>
+/// Slots of a query row's share of a modification's learned inputs' gradients: one a lane of
+/// the row's group (lanes 4g … 4g + 3 hold columns 2t, 2t + 1 of rows g and g + 8), so that no
+/// two lanes add to one number.
+inline constexpr int gradient_slots = 4;
+
+/// dQ of 64 queries of one head, over every key they see; sentences from first_sentence on, one
+/// a grid row. With a modification whose inputs learn, each lane adds its share of their
+/// gradients into its own slot of its rows in `input_gradients`, which holds the launch's rows.
+template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
-                     const float* log_sum_exp, const float* dots, T* d_q, Rule rule) {
+                     const float* log_sum_exp, const float* dots, T* d_q, Rule rule, M modification,
+                     float* input_gradients, index_t first_sentence) {
   constexpr int S = stride<D>;
   alignas(16) __shared__ std::uint16_t keys[tile_rows * S];
   alignas(16) __shared__ std::uint16_t values[tile_rows * S];
-  const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
+  const index_t b = first_sentence + blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};
   const kernels::heads_of at(p, b, h);
@@ -371,10 +392,16 @@ __global__ void __launch_bounds__(warps * 32)
     mma::load_a(d_output[c], values + warp * 16 * S + c * 16, S);
   }
   float lse[2], dot[2];
+  float* slot[2] = {nullptr, nullptr};  // the lane's share of its rows' learned gradients
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     lse[r] = rows[r] < p.queries ? log_sum_exp[at.query_row + rows[r]] : -INFINITY;
     dot[r] = rows[r] < p.queries ? dots[at.query_row + rows[r]] : 0.f;
+    if constexpr (M::modifies)
+      if (input_gradients != nullptr && rows[r] < p.queries)
+        slot[r] = input_gradients +
+                  ((at.query_row + rows[r] - first_sentence * p.heads * p.queries) * gradient_slots + t) *
+                      modification.size;
   }
 
   float dq[D / 8][4] = {};
@@ -394,8 +421,9 @@ __global__ void __launch_bounds__(warps * 32)
     for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const pair_gradient g = gradient_of(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, key_end, bias, rule,
-                                            whole, scores[n][e], d_weights[n][e], lse[e / 2], dot[e / 2]);
+        const pair_gradient g =
+            gradient_of(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, key_end, bias, rule, modification, whole,
+                        scores[n][e], d_weights[n][e], lse[e / 2], dot[e / 2], slot[e / 2]);
         scores[n][e] = scale * g.d_score;
       }
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K

@@ -17,7 +17,7 @@
 #include <attn/expr.hpp>
 
 #include "elementwise.cuh"
-#include "fused_attention_kernels.cuh"  // no_score_modification
+#include "fused_attention_masks.cuh"  // no_score_modification
 
 namespace attn::cuda_backend {
 
