@@ -5,8 +5,9 @@
 // norms and fills; odd and size-1 extents, sentinel-guarded outputs, and the errors for bad ids;
 // bfloat16 and float16 rows computed in float and each output rounded once (within half a unit
 // in the last place of a double reference on the same 16-bit inputs). Built by nvcc for the GPU
-// (suite gpu) and as C++ against the CPU backend (primitives_test_host.cpp, suite unit), so that
-// the references are checked wherever the tests run.
+// (suite gpu), as C++ against the CPU backend (primitives_test_host.cpp, suite unit), so that
+// the references are checked wherever the tests run, and with the GPU's row kernels on the CPU
+// emulator (tests/unit/cuda/primitives_emulated.cpp, suite unit).
 #include "gpu_test.cuh"
 
 #include <cmath>
@@ -18,7 +19,11 @@ namespace {
 using namespace gpu_test;
 using attn::extents;
 using attn::shape;
+#if defined(ATTN_GPU_TEST_PRIMITIVES)
+using prims = ATTN_GPU_TEST_PRIMITIVES;  // tests/unit/cuda/primitives_emulated.cpp: some kernels on the emulator
+#else
 using prims = attn::primitives<device>;
+#endif
 
 using rows_dim = attn::dim<"rows">;
 using width_dim = attn::dim<"width">;

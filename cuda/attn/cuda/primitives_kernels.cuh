@@ -1,0 +1,505 @@
+// The kernels of the GPU's device primitives (primitives.cuh launches them): device code only,
+// so that the CPU emulator (emulator.hpp) runs them too.
+//
+// Where the CPU's result is defined by an order of operations (the embedding gradient's sums,
+// Adam's update), the kernels keep that order and round every product and sum on its own
+// (__fmul_rn, __fadd_rn: no fused multiply-add), so that a GPU step gives the CPU's numbers bit
+// for bit there. Reductions over a row (the loss) use a tree order and agree to rounding.
+// 16-bit T (bfloat16, float16) is widened as it is read and computed in C = accumulate_t<T>
+// (float), each output rounded once; for float and double C is T and nothing changes.
+#pragma once
+
+#include <attn/core.hpp>
+#include <cstdint>
+#include <limits>
+
+namespace attn::cuda_backend::primitive_kernels {
+
+/// a·b and a + b, each rounded once, as the host computes them.
+__device__ inline float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ inline double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ inline float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ inline double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ inline float sub_rn(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ inline double sub_rn(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ inline float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ inline double div_rn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+__device__ inline float sqrt_rn(float a) {
+  return __fsqrt_rn(a);
+}
+__device__ inline double sqrt_rn(double a) {
+  return __dsqrt_rn(a);
+}
+__device__ inline float exp_of(float a) {
+  return ::expf(a);
+}
+__device__ inline double exp_of(double a) {
+  return ::exp(a);
+}
+__device__ inline float log_of(float a) {
+  return ::logf(a);
+}
+__device__ inline double log_of(double a) {
+  return ::log(a);
+}
+
+inline constexpr int block = 256;
+
+/// Combines `value` over the block with Op; every thread gets the result. The order of the
+/// combination is fixed (warp shuffles, then warp 0 over the warps' results): deterministic.
+template <class T, class Op>
+__device__ T block_reduce(T value, Op op, T identity, T* shared) {
+  for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) shared[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < blockDim.x / 32 ? shared[lane] : identity;
+    for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+    if (lane == 0) shared[0] = value;
+  }
+  __syncthreads();
+  const T result = shared[0];
+  __syncthreads();  // shared may be reused by the caller's next reduction
+  return result;
+}
+
+struct plus {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct maximum {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
+};
+
+/// Records the smallest offending position (or row) in *bad; starts at the largest index.
+__device__ inline void report(unsigned long long* bad, index_t position) {
+  atomicMin(bad, static_cast<unsigned long long>(position));
+}
+
+template <class T, class Id, class C = accumulate_t<T>>
+__global__ void gather_rows(T* out, const T* table, index_t rows, index_t width, const Id* ids, index_t count, C scale,
+                            unsigned long long* bad) {
+  for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const Id id = ids[i];
+    if (id < 0 || id >= rows) {
+      if (threadIdx.x == 0) report(bad, i);
+      continue;
+    }
+    const T* from = table + static_cast<index_t>(id) * width;
+    T* to = out + i * width;
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) to[c] = T(mul_rn(C(from[c]), scale));
+  }
+}
+
+/// One block per run of equal ids in `sorted_ids` (sorted stably, so a run lists its positions
+/// in order): table[id, c] += rows_in[position, c] · scale, position after position, as the CPU.
+template <class T, class Id, class C = accumulate_t<T>>
+__global__ void scatter_add_sorted(T* table, index_t width, const T* rows_in, const Id* sorted_ids,
+                                   const index_t* positions, index_t count, C scale) {
+  for (index_t start = blockIdx.x; start < count; start += gridDim.x) {
+    if (start > 0 && sorted_ids[start - 1] == sorted_ids[start]) continue;  // not the first of its run
+    const Id id = sorted_ids[start];
+    T* to = table + static_cast<index_t>(id) * width;
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+      C sum = C(to[c]);
+      for (index_t j = start; j < count && sorted_ids[j] == id; ++j)
+        sum = add_rn(sum, mul_rn(C(rows_in[positions[j] * width + c]), scale));
+      to[c] = T(sum);
+    }
+  }
+}
+
+template <class I>
+__global__ void iota(I* out, I count) {
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    out[i] = i;
+}
+
+template <class T>
+__global__ void select_rows(T* out, const T* in, index_t width, const index_t* keep, index_t count) {
+  for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const T* from = in + keep[i] * width;
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) out[i * width + c] = from[c];
+  }
+}
+
+template <class T>
+__global__ void copy_blocks_from(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block,
+                                 const index_t* sources, index_t count) {
+  for (index_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const T* source = from + sources[i] * from_stride;
+    for (index_t c = threadIdx.x; c < block; c += blockDim.x) to[i * to_stride + c] = source[c];
+  }
+}
+
+template <class T>
+__global__ void dropout_mask(T* mask, index_t count, double p, random_stream stream, std::uint64_t start, T kept) {
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    mask[i] = stream.uniform(start + static_cast<std::uint64_t>(i)) >= p ? kept : T{0};
+}
+
+template <class T, class Id>
+__global__ void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
+                               bool causal, T masked) {
+  const index_t n = sentences * queries * keys;
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t k = i % keys, q = (i / keys) % queries, b = i / (keys * queries);
+    bias[i] = (key_ids[b * keys + k] == pad || (causal && k > q)) ? masked : T{0};
+  }
+}
+
+/// One block a row: the row's maximum, then exp(x − max) written and summed, then scaled to
+/// the softmax; the row's −log p(target) and smoothed loss go to row_nll and row_smoothed.
+template <class T, class Id, class C = accumulate_t<T>>
+__global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t rows, index_t classes, double smoothing,
+                                   Id pad, C* probabilities, C* weight, double* row_nll, double* row_smoothed,
+                                   unsigned long long* bad) {
+  __shared__ C shared_t[32];
+  __shared__ double shared_d[32];
+  for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * classes;
+    C* p = probabilities + r * classes;
+    C local_max = -std::numeric_limits<C>::infinity();
+    double local_total = 0;
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      const C value = C(x[c]);
+      local_max = value > local_max ? value : local_max;
+      local_total += double(value);
+    }
+    const C row_max = block_reduce(local_max, maximum{}, -std::numeric_limits<C>::infinity(), shared_t);
+    const double row_total = block_reduce(local_total, plus{}, 0.0, shared_d);
+    C local_sum = 0;
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      const C e = exp_of(C(x[c]) - row_max);
+      p[c] = e;
+      local_sum += e;
+    }
+    const C sum = block_reduce(local_sum, plus{}, C{0}, shared_t);
+    const C inverse = C{1} / sum;
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) p[c] *= inverse;
+    if (threadIdx.x == 0) {
+      const Id target = targets[r];
+      if (target == pad) {
+        weight[r] = C{0};
+        row_nll[r] = row_smoothed[r] = 0;
+      } else if (target < 0 || target >= classes) {
+        weight[r] = C{0};
+        row_nll[r] = row_smoothed[r] = 0;
+        report(bad, r);
+      } else {
+        weight[r] = C{1};
+        const double log_sum = ::log(double(sum)) + double(row_max);
+        const double log_p_target = double(x[target]) - log_sum;
+        const double mean_log_p = row_total / double(classes) - log_sum;
+        row_nll[r] = -log_p_target;
+        row_smoothed[r] = -((1.0 - smoothing) * log_p_target + smoothing * mean_log_p);
+      }
+    }
+  }
+}
+
+/// One block: totals[0] = Σ row_nll, totals[1] = Σ row_smoothed, totals[2] = real tokens.
+template <class T>
+__global__ void cross_entropy_totals(const double* row_nll, const double* row_smoothed, const T* weight, index_t rows,
+                                     double* totals) {
+  __shared__ double shared[32];
+  double nll = 0, smoothed = 0, tokens = 0;
+  for (index_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    nll += row_nll[r];
+    smoothed += row_smoothed[r];
+    tokens += double(weight[r]);
+  }
+  nll = block_reduce(nll, plus{}, 0.0, shared);
+  smoothed = block_reduce(smoothed, plus{}, 0.0, shared);
+  tokens = block_reduce(tokens, plus{}, 0.0, shared);
+  if (threadIdx.x == 0) {
+    totals[0] = nll;
+    totals[1] = smoothed;
+    totals[2] = tokens;
+  }
+}
+
+/// gradient (T) from the probabilities (C), which may be the same memory when T is C: each
+/// element is read before it is written, by the same thread.
+template <class T, class Id, class C = accumulate_t<T>>
+__global__ void cross_entropy_backward(T* gradient, const C* probabilities, const Id* targets, const C* weight,
+                                       index_t rows, index_t classes, C uniform_share, C target_share, C scale) {
+  const index_t n = rows * classes;
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t r = i / classes, c = i % classes;
+    const C row_scale = weight[r] * scale;
+    if (row_scale == C{0}) {
+      gradient[i] = T{0};
+      continue;
+    }
+    C g = (probabilities[i] - uniform_share) * row_scale;
+    if (c == static_cast<index_t>(targets[r])) g -= target_share * row_scale;
+    gradient[i] = T(g);
+  }
+}
+
+/// Combines `value` over the warp with Op by a butterfly: every lane gets the same result
+/// (each step combines the same two partials, in either order, and Op commutes).
+template <class T, class Op>
+__device__ T warp_reduce(T value, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+inline constexpr int warps_a_block = block / 32;
+
+/// The rows a warp works on: warp w of the grid takes rows w, w + warps, …
+struct warp_rows {
+  index_t first, step;
+  __device__ warp_rows()
+      : first(static_cast<index_t>(blockIdx.x) * warps_a_block + threadIdx.x / 32),
+        step(static_cast<index_t>(gridDim.x) * warps_a_block) {}
+};
+
+/// A warp a row: the row's maximum, then Σ exp(x − max), then the softmax written, each pass
+/// reading x · scale + bias again (from the cache) rather than keeping it.
+template <class T, class C = accumulate_t<T>>
+__global__ void softmax_rows(T* out, const T* in, index_t rows, index_t width, C scale, repeated_rows<T> bias) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* x = in + r * width;
+    const T* b = bias.data ? bias.data + bias.row(r) * width : nullptr;
+    const auto value = [&](index_t c) { return b ? C(x[c]) * scale + C(b[c]) : C(x[c]) * scale; };
+    C row_max = -std::numeric_limits<C>::infinity();
+    for (index_t c = lane; c < width; c += 32) row_max = maximum{}(row_max, value(c));
+    row_max = warp_reduce(row_max, maximum{});
+    C total = 0;
+    for (index_t c = lane; c < width; c += 32) total += exp_of(value(c) - row_max);
+    const C inverse = C{1} / warp_reduce(total, plus{});
+    T* y = out + r * width;
+    for (index_t c = lane; c < width; c += 32) y[c] = T(exp_of(value(c) - row_max) * inverse);
+  }
+}
+
+/// A warp a row: out = x − max − log Σ exp(x − max), in C.
+template <class T, class C = accumulate_t<T>>
+__global__ void log_softmax_rows(C* out, const T* in, index_t rows, index_t width) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* x = in + r * width;
+    C row_max = -std::numeric_limits<C>::infinity();
+    for (index_t c = lane; c < width; c += 32) row_max = maximum{}(row_max, C(x[c]));
+    row_max = warp_reduce(row_max, maximum{});
+    C total = 0;
+    for (index_t c = lane; c < width; c += 32) total += exp_of(C(x[c]) - row_max);
+    const C log_total = log_of(warp_reduce(total, plus{}));
+    C* y = out + r * width;
+    for (index_t c = lane; c < width; c += 32) y[c] = (C(x[c]) - row_max) - log_total;
+  }
+}
+
+/// A warp a row: dx (+)= scale · y ⊙ (dy − Σ dy ⊙ y).
+template <class T, class C = accumulate_t<T>>
+__global__ void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width, C scale) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* y_row = y + r * width;
+    const T* dy_row = dy + r * width;
+    C dot = 0;
+    for (index_t c = lane; c < width; c += 32) dot += C(dy_row[c]) * C(y_row[c]);
+    dot = warp_reduce(dot, plus{});
+    T* dx_row = dx + r * width;
+    for (index_t c = lane; c < width; c += 32) {
+      const C g = (C(dy_row[c]) - dot) * C(y_row[c]) * scale;
+      dx_row[c] = T(add ? C(dx_row[c]) + g : g);
+    }
+  }
+}
+
+/// A warp a row: the mean, the variance of the centred row (a second pass, for accuracy), the
+/// row normalised, scaled and shifted.
+template <class T, class C = accumulate_t<T>>
+__global__ void layer_norm_rows(T* out, C* row_mean, C* row_rstd, const T* in, const T* gain, const T* bias,
+                                index_t rows, index_t width, C epsilon) {
+  const int lane = threadIdx.x % 32;
+  const warp_rows mine;
+  for (index_t r = mine.first; r < rows; r += mine.step) {
+    const T* x = in + r * width;
+    C total = 0;
+    for (index_t c = lane; c < width; c += 32) total += C(x[c]);
+    const C mean = warp_reduce(total, plus{}) / C(width);
+    C squares = 0;
+    for (index_t c = lane; c < width; c += 32) squares += (C(x[c]) - mean) * (C(x[c]) - mean);
+    const C rstd = C{1} / sqrt_rn(warp_reduce(squares, plus{}) / C(width) + epsilon);
+    T* y = out + r * width;
+    for (index_t c = lane; c < width; c += 32) y[c] = T((C(x[c]) - mean) * rstd * C(gain[c]) + C(bias[c]));
+    if (lane == 0) {
+      row_mean[r] = mean;
+      row_rstd[r] = rstd;
+    }
+  }
+}
+
+/// Rows whose per-row sums a block holds in shared memory at a time (LayerNorm's backward pass).
+inline constexpr int layer_norm_rows_at_once = 64;
+
+/// LayerNorm's backward pass in one launch. Each block takes a run of rows: a warp a row for
+/// the row's mean(g) and mean(g ⊙ x̂), then a thread a column for dx and for the block's
+/// partial sums of the gain and bias gradients, written to `partial` [blocks, 2, width]. The
+/// last block to finish adds every block's partials in block order: no atomics on the sums,
+/// so the result does not depend on which block ran first.
+template <class T, class C = accumulate_t<T>>
+__global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
+                                         const C* row_mean, const C* row_rstd, const T* gain, index_t rows,
+                                         index_t width, index_t rows_a_block, C* partial, unsigned* finished) {
+  __shared__ C g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
+  __shared__ bool last_block;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool sums = gain_grad || bias_grad;
+  const index_t first = static_cast<index_t>(blockIdx.x) * rows_a_block;
+  const index_t end = first + rows_a_block < rows ? first + rows_a_block : rows;
+  C* gain_partial = partial + static_cast<index_t>(blockIdx.x) * 2 * width;
+  C* bias_partial = gain_partial + width;
+  if (sums)
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = C{0};
+  for (index_t at = first; at < end; at += layer_norm_rows_at_once) {
+    const index_t stop = at + layer_norm_rows_at_once < end ? at + layer_norm_rows_at_once : end;
+    if (dx) {
+      for (index_t r = at + warp; r < stop; r += warps_a_block) {
+        const C mean = row_mean[r], rstd = row_rstd[r];
+        C g_total = 0, gx_total = 0;
+        for (index_t c = lane; c < width; c += 32) {
+          const C g = mul_rn(C(dy[r * width + c]), C(gain[c]));  // rounded as in the dx loop below
+          g_total += g;
+          gx_total += g * ((C(in[r * width + c]) - mean) * rstd);
+        }
+        g_total = warp_reduce(g_total, plus{});
+        gx_total = warp_reduce(gx_total, plus{});
+        if (lane == 0) {
+          g_mean[r - at] = g_total / C(width);
+          gx_mean[r - at] = gx_total / C(width);
+        }
+      }
+    }
+    __syncthreads();
+    for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+      C gain_sum = 0, bias_sum = 0;
+      for (index_t r = at; r < stop; ++r) {
+        const C rstd = row_rstd[r];
+        const C x_hat = (C(in[r * width + c]) - row_mean[r]) * rstd;
+        const C d = C(dy[r * width + c]);
+        gain_sum += d * x_hat;
+        bias_sum += d;
+        if (dx) {
+          // d·gain rounded on its own (no fused multiply-add): at width 1, g − mean(g) is then 0.
+          const C g = (mul_rn(d, C(gain[c])) - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
+          dx[r * width + c] = T(add ? C(dx[r * width + c]) + g : g);
+        }
+      }
+      if (sums) {
+        gain_partial[c] += gain_sum;
+        bias_partial[c] += bias_sum;
+      }
+    }
+    __syncthreads();
+  }
+  if (!sums) return;
+  __threadfence();  // this block's partials are visible to the last block before it counts
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(finished, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last_block) return;
+  for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+    C gain_total = 0, bias_total = 0;
+    for (index_t b = 0; b < gridDim.x; ++b) {
+      gain_total += __ldcg(partial + b * 2 * width + c);  // from L2: other blocks wrote them
+      bias_total += __ldcg(partial + (b * 2 + 1) * width + c);
+    }
+    if (gain_grad) gain_grad[c] = T(C(gain_grad[c]) + gain_total);
+    if (bias_grad) bias_grad[c] = T(C(bias_grad[c]) + bias_total);
+  }
+}
+
+/// A piece of one array in a multi-tensor launch: block b works on chunks[b].
+struct chunk {
+  int array;
+  index_t begin, end;
+};
+inline constexpr index_t chunk_elements = index_t{1} << 16;
+
+template <class T>
+__global__ void adam_step(const adam_tensor<T>* tensors, const chunk* chunks, T b1, T b2, T rest1, T rest2, T step_size,
+                          T root_correction2, T epsilon) {
+  const chunk piece = chunks[blockIdx.x];
+  const adam_tensor<T> t = tensors[piece.array];
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) {
+    const T g = t.grad[j];
+    const T m = add_rn(mul_rn(b1, t.first_moment[j]), mul_rn(rest1, g));
+    const T v = add_rn(mul_rn(b2, t.second_moment[j]), mul_rn(mul_rn(rest2, g), g));
+    t.first_moment[j] = m;
+    t.second_moment[j] = v;
+    t.value[j] =
+        sub_rn(t.value[j], div_rn(mul_rn(step_size, m), add_rn(mul_rn(sqrt_rn(v), root_correction2), epsilon)));
+  }
+}
+
+template <class T>
+__global__ void sum_of_squares(const flat_array<const T>* arrays, const chunk* chunks, double* partial) {
+  __shared__ double shared[32];
+  const chunk piece = chunks[blockIdx.x];
+  const T* data = arrays[piece.array].data;
+  double local = 0;
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x)
+    local += double(data[j]) * double(data[j]);
+  local = block_reduce(local, plus{}, 0.0, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = local;
+}
+
+template <class T>
+__global__ void sum_partials(const T* partial, index_t count, T* total) {
+  __shared__ T shared[32];
+  T local = 0;
+  for (index_t j = threadIdx.x; j < count; j += blockDim.x) local += partial[j];
+  local = block_reduce(local, plus{}, T{0}, shared);
+  if (threadIdx.x == 0) *total = local;
+}
+
+template <class T>
+__global__ void scale(const flat_array<T>* arrays, const chunk* chunks, double factor) {
+  const chunk piece = chunks[blockIdx.x];
+  T* data = arrays[piece.array].data;
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) data[j] = T(double(data[j]) * factor);
+}
+
+template <class T>
+__global__ void fill(T* data, index_t count, T value) {
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    data[i] = value;
+}
+
+}  // namespace attn::cuda_backend::primitive_kernels

@@ -1,0 +1,131 @@
+// tests/gpu/primitives_test.cu's checks with the GPU's row kernels (cuda/attn/cuda/
+// primitives_kernels.cuh) run on the CPU emulator (attn/cuda/emulator.hpp): softmax rows
+// forward and backward, log-softmax rows (never run on a GPU), LayerNorm rows forward and
+// backward (its blocks' partial sums and the last block's total), block copies from a list of
+// sources (never run on a GPU), row selection, dropout and attention masks. The other primitives
+// (gathers and scatters by id, the loss, Adam, norms, fills) are the CPU's here. Memory is host
+// memory, so the launches below take the kernels' host pointers; their grids are smaller than
+// the GPU's (a few blocks), which sends the kernels' grid-stride loops round more often.
+#include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
+
+#include <attn/cuda/primitives_kernels.cuh>
+#include <attn/attn.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace emulated {
+
+using attn::accumulate_t;
+using attn::index_t;
+namespace kernels = attn::cuda_backend::primitive_kernels;
+namespace emulator = attn::cuda_emulator;
+
+/// The CPU's primitives, but for those below, which launch the GPU's kernels on the emulator as
+/// primitives<cuda> launches them on a GPU.
+struct primitives : attn::primitives<attn::cpu> {
+  using base = attn::primitives<attn::cpu>;
+
+  /// A warp a row, 8 a block, over at most 3 blocks.
+  static dim3 warp_grid(index_t rows) {
+    return dim3(unsigned(std::clamp<index_t>((rows + kernels::warps_a_block - 1) / kernels::warps_a_block, 1, 3)));
+  }
+  /// A block a row (or element run), over at most 5 blocks.
+  static dim3 grid(index_t count) { return dim3(unsigned(std::clamp<index_t>(count, 1, 5))); }
+  /// primitives<cuda>'s threads for a row of `width`: a warp multiple up to 256.
+  static dim3 row_block(index_t width) {
+    return dim3(unsigned(std::min<index_t>(256, std::max<index_t>(32, (width + 31) / 32 * 32))));
+  }
+
+  template <class T>
+  static void select_rows(T* out, const T* in, index_t rows, index_t width, const index_t* keep, index_t count) {
+    for (index_t i = 0; i < count; ++i)
+      if (keep[i] < 0 || keep[i] >= rows)
+        throw attn::extent_error("attn::select_rows", "rows",
+                                 "has extent " + std::to_string(rows) + ", but row " + std::to_string(keep[i]) +
+                                     " was kept");
+    if (count == 0 || width == 0) return;
+    emulator::launch(kernels::select_rows<T>, grid(count), row_block(width), 0, out, in, width, keep, count);
+  }
+
+  template <class T>
+  static void copy_blocks(T* to, index_t to_stride, const T* from, index_t from_stride, index_t block, index_t count,
+                          const index_t* sources = nullptr) {
+    if (block == 0 || count == 0) return;
+    if (sources == nullptr) return base::copy_blocks(to, to_stride, from, from_stride, block, count);  // a 2-D copy
+    emulator::launch(kernels::copy_blocks_from<T>, grid(count), row_block(block), 0, to, to_stride, from,
+                     from_stride, block, sources, count);
+  }
+
+  template <class T>
+  static void dropout_mask(T* mask, index_t count, double p, const attn::random_stream& stream, std::uint64_t start) {
+    if (count == 0) return;
+    emulator::launch(kernels::dropout_mask<T>, grid(count), dim3(kernels::block), 0, mask, count, p, stream, start,
+                     T(1.0 / (1.0 - p)));
+  }
+
+  template <class T, class Id>
+  static void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
+                             bool causal, T masked) {
+    const index_t n = sentences * queries * keys;
+    if (n == 0) return;
+    emulator::launch(kernels::attention_mask<T, Id>, grid(n), dim3(kernels::block), 0, bias, key_ids, sentences,
+                     queries, keys, pad, causal, masked);
+  }
+
+  template <class T>
+  static void softmax_rows(T* out, const T* in, index_t rows, index_t width, accumulate_t<T> scale,
+                           attn::repeated_rows<T> bias) {
+    if (rows == 0 || width == 0) return;
+    emulator::launch(kernels::softmax_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, in, rows, width, scale,
+                     bias);
+  }
+
+  template <class T>
+  static void log_softmax_rows(accumulate_t<T>* out, const T* in, index_t rows, index_t width) {
+    if (rows == 0 || width == 0) return;
+    emulator::launch(kernels::log_softmax_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, in, rows, width);
+  }
+
+  template <class T>
+  static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width,
+                                    accumulate_t<T> scale) {
+    if (rows == 0 || width == 0) return;
+    emulator::launch(kernels::softmax_rows_backward<T>, warp_grid(rows), dim3(kernels::block), 0, dx, add, y, dy,
+                     rows, width, scale);
+  }
+
+  template <class T>
+  static void layer_norm_rows(T* out, accumulate_t<T>* row_mean, accumulate_t<T>* row_rstd, const T* in,
+                              const T* gain, const T* bias, index_t rows, index_t width, accumulate_t<T> epsilon) {
+    if (rows == 0) return;
+    emulator::launch(kernels::layer_norm_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, row_mean, row_rstd,
+                     in, gain, bias, rows, width, epsilon);
+  }
+
+  /// primitives<cuda>'s launch: at most 512 blocks of at least 16 rows, partial sums a block.
+  template <class T>
+  static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
+                                       const accumulate_t<T>* row_mean, const accumulate_t<T>* row_rstd, const T* gain,
+                                       index_t rows, index_t width) {
+    using C = accumulate_t<T>;
+    if (rows == 0 || (!dx && !gain_grad && !bias_grad)) return;
+    const index_t blocks = std::min<index_t>(512, (rows + 15) / 16);
+    const index_t rows_a_block = (rows + blocks - 1) / blocks;
+    const bool sums = gain_grad || bias_grad;
+    const auto scratch = emulator::runtime::scratch(sums ? sizeof(C) * std::size_t(blocks * 2 * width) + sizeof(C) : 0);
+    C* partial = static_cast<C*>(scratch.get());
+    unsigned* finished = sums ? reinterpret_cast<unsigned*>(partial + blocks * 2 * width) : nullptr;
+    if (sums) emulator::runtime::zero(finished, sizeof(unsigned));
+    emulator::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(blocks)), dim3(kernels::block), 0, dx, add,
+                     gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, rows_a_block, partial,
+                     finished);
+  }
+};
+
+}  // namespace emulated
+
+#define ATTN_GPU_TEST_HOST
+#define ATTN_GPU_TEST_PRIMITIVES emulated::primitives
+#include "../../gpu/primitives_test.cu"
