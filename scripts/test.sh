@@ -43,11 +43,11 @@ setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
   -Doptimization=0 -Ddebug=true -Dbenchmarks=disabled -Dcuda=disabled
 # The unit tests of core, expr, cpu, grad and the loss (unit), of text, data, batching,
 # checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed), and the GPU's
-# kernels on the CPU emulator (unit-emulated, primitives-emulated: AddressSanitizer is their
-# compute-sanitizer); the
+# fused attention kernels on the CPU emulator (unit-emulated: AddressSanitizer is their
+# compute-sanitizer; primitives-emulated's row kernels have their outputs' sentinels); the
 # whole-model tests (unit-model) ran above and are left out here, see tests/unit/meson.build.
 heading "compile (build-asan/: the unit tests)"
-asan_tests=(unit unit-train unit-emulated primitives-emulated)
+asan_tests=(unit unit-train unit-emulated)
 meson compile -C build-asan "${asan_tests[@]}"
 heading "test: ${asan_tests[*]} under sanitizers"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
