@@ -27,6 +27,14 @@
 #include "mma.cuh"
 #include "shared_memory.cuh"
 
+// A device function kept out of line (nvcc's __noinline__; libstdc++ spells its own attribute
+// with that name, so the emulator does not define it).
+#if defined(ATTN_CUDA_EMULATOR)
+#define ATTN_CUDA_NOINLINE [[gnu::noinline]]
+#else
+#define ATTN_CUDA_NOINLINE __noinline__
+#endif
+
 namespace attn::cuda_backend::fused_attention_tensor_cores {
 
 namespace kernels = fused_attention_kernels;
@@ -74,6 +82,22 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
       for (int k = 0; k < 8; ++k) to[k] = r < count && c + k < d ? x[(first + r) * d + c + k].bits : std::uint16_t(0);
     }
   }
+}
+
+/// A modification's score, and dS by the unmodified score with the learned inputs' share added
+/// at `input_gradients` (when not null), out of line: a lane's 32 scores a tile are unrolled, and
+/// the modification's plans inlined at each multiplied the kernels' code, and ptxas's time (an
+/// hour of the test's build for ALiBi and a soft cap), by as much.
+template <class M>
+ATTN_CUDA_NOINLINE __device__ float modified_score(const M& m, const fused_attention_problem& p, index_t b, index_t h,
+                                             index_t i, index_t j, float scaled) {
+  return kernels::modified(m, p, b, h, i, j, scaled);
+}
+template <class M>
+ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, std::int64_t at, float scaled, float d_score,
+                                                      float* input_gradients) {
+  if (input_gradients != nullptr) m.accumulate(at, scaled, d_score, input_gradients);
+  return d_score * m.derivative(at, scaled);
 }
 
 /// The lane's maximum over the four lanes of its row group.
@@ -196,7 +220,8 @@ __global__ void __launch_bounds__(warps * 32)
         const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
         float s = -INFINITY;
         if (whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule))) {
-          s = kernels::modified(modification, p, b, h, i, j, scores[n][e] * scale);
+          s = scores[n][e] * scale;
+          if constexpr (M::modifies) s = modified_score(modification, p, b, h, i, j, s);
           if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
         }
         scores[n][e] = s * log2_e;
@@ -254,7 +279,8 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   pair_gradient g;
   if (lse == -INFINITY || !(whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)))) return g;
   const float scaled = product * float(p.scale);
-  float s = kernels::modified(modification, p, b, h, i, j, scaled);
+  float s = scaled;
+  if constexpr (M::modifies) s = modified_score(modification, p, b, h, i, j, scaled);
   if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
   const float probability = exp2f((s - lse) * log2_e);
   const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
@@ -262,9 +288,8 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   g.weight = probability * kept;
   if constexpr (M::modifies) {
     if (g.d_score != 0.f) {  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
-      const std::int64_t at = kernels::score_index(p, b, h, i, j);
-      if (input_gradients != nullptr) modification.accumulate(at, scaled, g.d_score, input_gradients);
-      g.d_score *= modification.derivative(at, scaled);
+      g.d_score = modified_score_gradient(modification, kernels::score_index(p, b, h, i, j), scaled, g.d_score,
+                                          input_gradients);
     }
   }
   return g;
