@@ -97,8 +97,10 @@ namespace detail {
 
 /// A fiber's saved registers, and the switch between two fibers' stacks. On x86-64 the
 /// callee-saved registers, the SSE and x87 control words and the stack pointer, switched by a
-/// few instructions; elsewhere ucontext, whose every switch is a system call (the signal mask).
-#if defined(__x86_64__)
+/// few instructions; elsewhere, or with ATTN_EMULATOR_UCONTEXT defined (a CPU that enforces a
+/// shadow stack, which the switch's return to a saved address would offend), ucontext, whose
+/// every switch is a system call (the signal mask).
+#if defined(__x86_64__) && !defined(ATTN_EMULATOR_UCONTEXT)
 struct context {
   void* stack_pointer = nullptr;
 };
@@ -204,9 +206,11 @@ class block_runner {
  public:
   static constexpr std::size_t stack_bytes = std::size_t{512} << 10;
 
+  static constexpr std::size_t guard_bytes = std::size_t{64} << 10;  // whole pages on every x86-64 and ARM kernel
+
   ~block_runner() {
     for (auto& f : fibers_)
-      if (f.stack) munmap(f.stack, stack_bytes);
+      if (f.stack) munmap(static_cast<char*>(f.stack) - guard_bytes, guard_bytes + stack_bytes);
   }
 
   static block_runner& instance() {
@@ -229,11 +233,12 @@ class block_runner {
     grid_ = grid;
     block_ = block;
     body_ = &body;
-    while (fibers_.size() < threads) {
+    while (fibers_.size() < threads) {  // each stack above a page that faults: an overflow stops there
       fibers_.emplace_back();
-      void* stack = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (stack == MAP_FAILED) throw std::bad_alloc();
-      fibers_.back().stack = stack;
+      void* mapping = mmap(nullptr, guard_bytes + stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mapping == MAP_FAILED) throw std::bad_alloc();
+      mprotect(mapping, guard_bytes, PROT_NONE);
+      fibers_.back().stack = static_cast<char*>(mapping) + guard_bytes;
     }
     threads_ = threads;
     warps_.assign((threads + warp_size - 1) / warp_size, warp_exchange{});
@@ -591,6 +596,8 @@ void mma_m16n8k16(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_
 /// 0–7 of matrix m; register m of lane l receives matrix m's elements (2t, g) and (2t + 1, g),
 /// the first in the low half (.trans: column g, where without it lane l gets row g).
 inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
+    throw kernel_error("attn::cuda_emulator: ldmatrix with a row address not 16-byte aligned (misaligned on a GPU)");
   struct registers {
     std::uint32_t r[4];
   };

@@ -74,7 +74,6 @@ struct fused_attention_launch {
     namespace kernels = fused_attention_kernels;
     namespace tensor_cores = fused_attention_tensor_cores;
     using A = accumulate_t<T>;
-    const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled();
     const index_t rows = p.batch * p.heads * p.queries;
     const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A));
     A* const dots = static_cast<A*>(scratch.get());
@@ -85,10 +84,14 @@ struct fused_attention_launch {
     // The learned inputs' gradients take `inputs` floats a slot on the way, a slot a query row
     // (a lane of the row on tensor cores): a launch of the dQ kernel takes as many sentences as
     // keep that under 256 MiB, and their slots are summed into d_modification after it, launch
-    // after launch (a fixed order: the same bits).
-    const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
-    const std::size_t sentence_bytes = static_cast<std::size_t>(p.heads * p.queries * slots * inputs) * sizeof(A);
+    // after launch (a fixed order: the same bits). Where one sentence's four slots a row would
+    // not fit and one would, the backward runs on CUDA cores.
     constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
+    const std::size_t row_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
+    const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() &&
+                                 row_bytes * tensor_cores::gradient_slots <= row_gradient_limit;
+    const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
+    const std::size_t sentence_bytes = row_bytes * std::size_t(slots);
     if (sentence_bytes > row_gradient_limit)
       throw std::invalid_argument(
           "attn::fused_attention<cuda>: the score modification's learned inputs (" + std::to_string(inputs) +
@@ -96,8 +99,9 @@ struct fused_attention_launch {
           std::to_string(p.heads * p.queries) +
           " query rows (at most 256 MiB); use the unfused path (nn::attention_path::unfused)");
     const index_t sentences_a_launch =
-        inputs > 0 ? std::max<index_t>(1, std::min<index_t>(p.batch, index_t(row_gradient_limit / sentence_bytes)))
-                   : std::max<index_t>(1, p.batch);
+        sentence_bytes > 0  // 0: no learned inputs, or no query rows
+            ? std::max<index_t>(1, std::min<index_t>(p.batch, index_t(row_gradient_limit / sentence_bytes)))
+            : std::max<index_t>(1, p.batch);
     const auto row_gradients = Runtime::scratch(static_cast<std::size_t>(sentences_a_launch) * sentence_bytes);
     A* const input_gradients = static_cast<A*>(row_gradients.get());
     with_head_width(p, [&](auto width) {

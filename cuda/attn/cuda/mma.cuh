@@ -73,6 +73,8 @@ __device__ inline void to_a(fragment_a& a, const accumulator& left, const accumu
 /// Two adjacent 16-bit numbers of shared memory as one register (the lower address low).
 __device__ inline std::uint32_t pair(const std::uint16_t* at) {
 #if defined(ATTN_CUDA_EMULATOR)
+  if (reinterpret_cast<std::uintptr_t>(at) % 4 != 0)
+    throw cuda_emulator::kernel_error("attn::cuda_backend::mma::pair: a 32-bit load from an address not 4-byte aligned");
   std::uint32_t both;  // a host compiler's aliasing rules
   std::memcpy(&both, at, sizeof both);
   return both;

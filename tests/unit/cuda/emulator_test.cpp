@@ -67,6 +67,13 @@ __global__ void throws_on_thread_7() {
   __syncthreads();
 }
 
+/// ldmatrix's rows must be 16-byte aligned: one number past that is a misaligned address.
+__global__ void misaligned_ldmatrix() {
+  alignas(16) __shared__ std::uint16_t staged[16 * 24];
+  mma::fragment_b left, right;
+  mma::load_b_transposed(left, right, staged + 1, 24);
+}
+
 __global__ void fill_dynamic_shared(int bytes, int* ok) {
   auto* s = static_cast<unsigned char*>(emulator::dynamic_shared_memory());
   for (int i = int(threadIdx.x); i < bytes; i += int(blockDim.x)) s[i] = static_cast<unsigned char>(i);
@@ -208,6 +215,8 @@ TEST_CASE("emulator: a kernel's mistakes throw instead of hanging") {
   CHECK_THROWS_WITH_AS(emulator::launch(throws_on_thread_7, dim3(1), dim3(32), 0), "thread 7", std::runtime_error);
   CHECK_THROWS_AS(emulator::launch(coordinates, dim3(1), dim3(2048), 0, static_cast<unsigned*>(nullptr)),
                   emulator::kernel_error);
+  CHECK_THROWS_WITH_AS(emulator::launch(misaligned_ldmatrix, dim3(1), dim3(32), 0), doctest::Contains("16-byte"),
+                       emulator::kernel_error);
   // The emulator is usable again after each.
   std::vector<int> x(256, 1), sums(1, 0);
   emulator::launch(block_sums, dim3(1), dim3(256), 0, x.data(), sums.data());

@@ -97,17 +97,12 @@ fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
   return fused_case::run_kernel<T, Device>(z, seed, make_learned{});
 }
 
-/// ‖got − want‖ / ‖want‖ (‖got − want‖ when want is zero); NaN gives infinity.
-double relative(const std::vector<double>& got, const std::vector<double>& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
+/// Whether 16-bit calls run on tensor cores, until the end of the scope.
+struct tensor_cores_set {
+  bool before = attn::cuda_backend::fused_attention_tensor_cores::enabled();
+  explicit tensor_cores_set(bool on) { attn::cuda_backend::fused_attention_tensor_cores::enabled() = on; }
+  ~tensor_cores_set() { attn::cuda_backend::fused_attention_tensor_cores::enabled() = before; }
+};
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr index_t longest = 200;  // under the sanitizers (at -O0): the lengths up to 129
@@ -120,9 +115,7 @@ constexpr index_t longest = 1000;
 /// but under the sanitizers).
 template <class T>
 void compare(double tolerance, bool tensor_cores) {
-  namespace tc = attn::cuda_backend::fused_attention_tensor_cores;
-  const bool by_default = tc::enabled();
-  tc::enabled() = tensor_cores;
+  const tensor_cores_set setting(tensor_cores);
   unsigned seed = 1;
   int compared = 0;
   for (const auto& z : fused_case::cases()) {
@@ -138,12 +131,11 @@ void compare(double tolerance, bool tensor_cores) {
       INFO(z.str(), " ", std::string(parts[m]));
       // As the GPU test: a learned input's gradient sums a head's every score, terms that largely
       // cancel, so ten times the others' tolerance.
-      CHECK(relative(got.*members[m], want.*members[m]) < (m == 4 ? 10 * tolerance : tolerance));
+      CHECK(fused_case::relative(got.*members[m], want.*members[m]) < (m == 4 ? 10 * tolerance : tolerance));
     }
     ++compared;
   }
   CHECK(compared > 10);
-  tc::enabled() = by_default;
 }
 
 }  // namespace
@@ -162,4 +154,19 @@ TEST_CASE("fused attention's GPU kernels on the emulator: bfloat16 and float16 o
 TEST_CASE("fused attention's GPU kernels on the emulator: bfloat16 and float16 on tensor cores") {
   compare<attn::bfloat16>(std::ldexp(1.0, -7), true);
   compare<attn::float16>(std::ldexp(1.0, -10), true);
+}
+
+TEST_CASE("fused attention's GPU kernels on the emulator: a modified call with no queries") {
+  // No query rows: nothing to launch, and the learned inputs' gradients are 0 (the scratch a
+  // sentence's rows take is then 0 bytes, which sized the dQ launches by a division).
+  for (const bool tensor_cores : {false, true}) {
+    const tensor_cores_set setting(tensor_cores);
+    fused_case::sizes z{.batch = 2, .heads = 2, .kv_heads = 2, .queries = 0, .keys = 5, .d_k = 32, .d_v = 32,
+                        .modified = modification::alibi};
+    const auto got = run_case<attn::bfloat16, emulated::gpu>(z, 3);
+    const auto want = run_case<attn::bfloat16, attn::cpu>(z, 3);
+    CHECK(got.d_modification == std::vector<double>{0, 0});
+    CHECK(want.d_modification == got.d_modification);
+    CHECK(got.d_k == want.d_k);
+  }
 }
