@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <random>
 #include <string>
@@ -236,6 +237,18 @@ inline std::vector<sizes> cases() {
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
                  .causal = true, .modified = soft_cap});
   return all;
+}
+
+/// ‖got − want‖ / ‖want‖ (‖got − want‖ when want is zero); NaN gives infinity.
+inline double relative(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
 /// Runs every case for T on Device; a result a case, in cases() order. The 16-bit types call the

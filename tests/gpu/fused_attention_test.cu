@@ -26,18 +26,6 @@ namespace {
 
 using namespace gpu_test;
 
-/// ‖got − want‖ / ‖want‖ (‖got − want‖ when want is zero); NaN gives infinity.
-double relative(const std::vector<double>& got, const std::vector<double>& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
-
 template <class T>
 void compare(const std::vector<fused_case::result>& cpu, double tolerance, const std::string& type) {
   const auto cases = fused_case::cases();
@@ -52,7 +40,7 @@ void compare(const std::vector<fused_case::result>& cpu, double tolerance, const
     const part members[] = {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
                             &fused_case::result::d_v, &fused_case::result::d_modification};
     for (int m = 0; m < 5; ++m) {
-      const double error = relative(gpu[c].*members[m], cpu[c].*members[m]);
+      const double error = fused_case::relative(gpu[c].*members[m], cpu[c].*members[m]);
       // A learned input's gradient is one sum over a head's every score, whose terms largely
       // cancel (a softmax's gradient sums to 0 along a row): ten times the others' tolerance.
       const double allowed = m == 4 ? 10 * tolerance : tolerance;

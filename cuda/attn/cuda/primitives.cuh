@@ -259,24 +259,21 @@ struct primitives<cuda> {
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
-  /// One launch: at most 512 blocks of at least 16 rows each, whatever the GPU, so that the
-  /// gain's and bias's sums are added in the same order on every device.
+  /// One launch (layer_norm_backward_launch says its grid).
   template <class T>
   static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
                                        const accumulate_t<T>* row_mean, const accumulate_t<T>* row_rstd, const T* gain,
                                        index_t rows, index_t width) {
-    using C = accumulate_t<T>;
     if (rows == 0 || (!dx && !gain_grad && !bias_grad)) return;
-    const index_t blocks = std::min<index_t>(512, (rows + 15) / 16);
-    const index_t rows_a_block = (rows + blocks - 1) / blocks;
-    const bool sums = gain_grad || bias_grad;
-    cuda_backend::scratch_ptr scratch =
-        cuda_backend::allocate_scratch(sums ? sizeof(C) * std::size_t(blocks * 2 * width) + sizeof(C) : 0);
-    C* partial = static_cast<C*>(scratch.get());
-    unsigned* finished = sums ? reinterpret_cast<unsigned*>(partial + blocks * 2 * width) : nullptr;
-    if (sums) ATTN_CUDA_CHECK(cudaMemsetAsync(finished, 0, sizeof(unsigned), cuda_backend::stream()));
-    cuda_backend::primitive_kernels::layer_norm_rows_backward<<<unsigned(blocks), block, 0, cuda_backend::stream()>>>(
-        dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, rows_a_block, partial, finished);
+    const cuda_backend::primitive_kernels::layer_norm_backward_launch<accumulate_t<T>> launch(rows, width,
+                                                                                              gain_grad || bias_grad);
+    cuda_backend::scratch_ptr scratch = cuda_backend::allocate_scratch(launch.scratch_bytes);
+    unsigned* finished = launch.finished(scratch.get(), width);
+    if (finished) ATTN_CUDA_CHECK(cudaMemsetAsync(finished, 0, sizeof(unsigned), cuda_backend::stream()));
+    cuda_backend::primitive_kernels::
+        layer_norm_rows_backward<<<unsigned(launch.blocks), block, 0, cuda_backend::stream()>>>(
+            dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
+            launch.partial(scratch.get()), finished);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 

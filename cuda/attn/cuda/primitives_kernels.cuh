@@ -10,6 +10,7 @@
 #pragma once
 
 #include <attn/core.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -366,6 +367,24 @@ __global__ void layer_norm_rows(T* out, C* row_mean, C* row_rstd, const T* in, c
 
 /// Rows whose per-row sums a block holds in shared memory at a time (LayerNorm's backward pass).
 inline constexpr int layer_norm_rows_at_once = 64;
+
+/// layer_norm_rows_backward's launch: at most 512 blocks of at least 16 rows each, whatever the
+/// GPU, so that the gain's and bias's sums are added in the same order on every device; with
+/// those sums, scratch for the blocks' partials [blocks, 2, width] and then the counter of
+/// finished blocks (zeroed before the launch).
+template <class C>
+struct layer_norm_backward_launch {
+  index_t blocks, rows_a_block;
+  std::size_t scratch_bytes;  // 0 without sums
+  layer_norm_backward_launch(index_t rows, index_t width, bool sums)
+      : blocks(rows < 512 * 16 ? (rows + 15) / 16 : 512),
+        rows_a_block((rows + blocks - 1) / blocks),
+        scratch_bytes(sums ? sizeof(C) * std::size_t(blocks * 2 * width) + sizeof(C) : 0) {}
+  C* partial(void* scratch) const { return static_cast<C*>(scratch); }
+  unsigned* finished(void* scratch, index_t width) const {
+    return scratch_bytes ? reinterpret_cast<unsigned*>(partial(scratch) + blocks * 2 * width) : nullptr;
+  }
+};
 
 /// LayerNorm's backward pass in one launch. Each block takes a run of rows: a warp a row for
 /// the row's mean(g) and mean(g ⊙ x̂), then a thread a column for dx and for the block's

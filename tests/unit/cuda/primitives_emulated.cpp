@@ -104,23 +104,18 @@ struct primitives : attn::primitives<attn::cpu> {
                      in, gain, bias, rows, width, epsilon);
   }
 
-  /// primitives<cuda>'s launch: at most 512 blocks of at least 16 rows, partial sums a block.
   template <class T>
   static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
                                        const accumulate_t<T>* row_mean, const accumulate_t<T>* row_rstd, const T* gain,
                                        index_t rows, index_t width) {
-    using C = accumulate_t<T>;
     if (rows == 0 || (!dx && !gain_grad && !bias_grad)) return;
-    const index_t blocks = std::min<index_t>(512, (rows + 15) / 16);
-    const index_t rows_a_block = (rows + blocks - 1) / blocks;
-    const bool sums = gain_grad || bias_grad;
-    const auto scratch = emulator::runtime::scratch(sums ? sizeof(C) * std::size_t(blocks * 2 * width) + sizeof(C) : 0);
-    C* partial = static_cast<C*>(scratch.get());
-    unsigned* finished = sums ? reinterpret_cast<unsigned*>(partial + blocks * 2 * width) : nullptr;
-    if (sums) emulator::runtime::zero(finished, sizeof(unsigned));
-    emulator::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(blocks)), dim3(kernels::block), 0, dx, add,
-                     gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, rows_a_block, partial,
-                     finished);
+    const kernels::layer_norm_backward_launch<accumulate_t<T>> launch(rows, width, gain_grad || bias_grad);
+    const auto scratch = emulator::runtime::scratch(launch.scratch_bytes);
+    unsigned* finished = launch.finished(scratch.get(), width);
+    if (finished) emulator::runtime::zero(finished, sizeof(unsigned));
+    emulator::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
+                     add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
+                     launch.partial(scratch.get()), finished);
   }
 };
 
