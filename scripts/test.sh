@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
 
-heading() { printf '\n=== %s\n' "$*"; }
+heading() { printf '\n=== %s (at %d s)\n' "$*" "$SECONDS"; }  # the times: where a run's 20 minutes go
 
 # The learning tests see the numbers of the BLAS kernels OpenBLAS picks for this CPU (and
 # OPENBLAS_CORETYPE forces another CPU's): a failure's log says which ran (docs/testing.md).

@@ -8,6 +8,9 @@
 
 #include "../nn/micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace decode_kv_cache_test {
+
 using namespace attn;
 using decode::token;
 
@@ -181,3 +184,5 @@ TEST_CASE("decode: the attention record holds every layer's weights; padding get
     }
   }
 }
+
+}  // namespace decode_kv_cache_test

@@ -8,6 +8,9 @@
 
 #include "../nn/micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace decode_score_test {
+
 using namespace attn;
 using decode::token;
 
@@ -114,3 +117,5 @@ TEST_CASE("decode: a target token no search outputs is refused, naming its sente
                          std::invalid_argument);
   }
 }
+
+}  // namespace decode_score_test

@@ -10,6 +10,9 @@
 #include "../grad/gradcheck.hpp"
 #include "micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace nn_masks_test {
+
 namespace {
 using namespace attn;
 using nn::batch;
@@ -154,3 +157,5 @@ TEST_CASE("masks: a mask of other extents than the attention's is refused") {
 }
 
 }  // namespace
+
+}  // namespace nn_masks_test

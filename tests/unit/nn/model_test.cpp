@@ -16,6 +16,9 @@
 #include "../reference.hpp"
 #include "micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace nn_model_test {
+
 namespace {
 
 using namespace attn;
@@ -263,3 +266,5 @@ TEST_CASE("nn: a small model overfits a fixed batch to near-zero loss") {
     CHECK(last < 0.02);
   }
 }
+
+}  // namespace nn_model_test

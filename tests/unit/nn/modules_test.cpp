@@ -7,6 +7,9 @@
 #include "../grad/gradcheck.hpp"
 #include "micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace nn_modules_test {
+
 namespace {
 
 using namespace attn;
@@ -161,3 +164,5 @@ TEST_CASE_TEMPLATE("nn: the whole model with fused attention passes gradient che
   const auto unfused = gradients(nn::attention_path::unfused);
   CHECK(test::relative_error(fused.data(), unfused) < 1e-12);
 }
+
+}  // namespace nn_modules_test

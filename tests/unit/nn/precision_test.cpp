@@ -18,6 +18,9 @@
 
 #include "micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace nn_precision_test {
+
 namespace {
 
 using namespace attn;
@@ -234,3 +237,5 @@ TEST_CASE("train: a float16 model with dynamic loss scaling survives an overflow
   CHECK(scaler.scale() < 0x1p40);
   CHECK(losses.back() < losses.front() - 0.1);
 }
+
+}  // namespace nn_precision_test

@@ -13,6 +13,9 @@
 #include "../../../examples/variant/soft_capped.hpp"
 #include "micro.hpp"
 
+// Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace nn_variants_test {
+
 namespace {
 using namespace attn;
 using nn::batch;
@@ -434,3 +437,5 @@ TEST_CASE("variants: a variant written outside the library trains a whole model 
   CHECK(last < 0.5 * first);
   CHECK(to_host(model.encoder_stack().layers[0].self_attention.variant.cap.value())(0) != caps_before(0));
 }
+
+}  // namespace nn_variants_test
