@@ -39,6 +39,7 @@ struct options {
   std::vector<std::string> types{"bf16", "fp32"};
   index_t tokens = 16384;
   index_t unfused_max = 4096;
+  index_t cuda_cores_max = index_t(1) << 40;  // 16-bit types: the CUDA-core kernels up to this length
   int repeat = 10;
   bool alibi = false;
 };
@@ -61,6 +62,8 @@ options parse(int argc, char** argv) {
           "  --tokens N          batch × length (default 16384)\n"
           "  --types T,T         bf16, fp32 (default both)\n"
           "  --unfused-max N     longest length the unfused path is timed at (default 4096)\n"
+          "  --cuda-cores-max N  bf16: longest length the CUDA-core fused kernels are timed at (default all;\n"
+          "                      the tensor-core ones at every length)\n"
           "  --repeat N          timed runs, after 2 warm-up runs (default 10)\n"
           "  --alibi             also ALiBi with learned slopes, fused");
       std::exit(0);
@@ -80,6 +83,8 @@ options parse(int argc, char** argv) {
       o.tokens = std::stoll(value);
     } else if (flag == "--unfused-max") {
       o.unfused_max = std::stoll(value);
+    } else if (flag == "--cuda-cores-max") {
+      o.cuda_cores_max = std::stoll(value);
     } else if (flag == "--repeat") {
       o.repeat = std::stoi(value);
     } else {
@@ -194,7 +199,8 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
 /// grad::fused_attention: the modification evaluated a score at a time inside the kernels, the
 /// slopes' gradient summed by the dQ pass. Slopes start at ALiBi's 2^(−8(h+1)/heads).
 template <class T, class Heads, class Width>
-measurement fused_alibi(const std::string& type, index_t batch, index_t n, bool causal, int repeat) {
+measurement fused_alibi(const std::string& type, index_t batch, index_t n, bool causal, int repeat,
+                        const std::string& path) {
   using B = nn::batch;
   using Q = nn::src;
   using K = nn::keys;
@@ -212,7 +218,7 @@ measurement fused_alibi(const std::string& type, index_t batch, index_t n, bool 
   };
   const grad::key_visibility<B, gpu> visible{nullptr, causal};
   const auto scale = accumulate_t<T>(1 / std::sqrt(double(d)));
-  measurement m{"fused alibi", type, n, batch, heads, d, causal, 0, 0};
+  measurement m{path, type, n, batch, heads, d, causal, 0, 0};
   m.forward_ms = median_ms(repeat, [&] {
     grad::variable<T, S, gpu> q(q0, false);
     grad::variable<T, KS, gpu> k(k0, false), v(v0, false);
@@ -270,16 +276,21 @@ void lengths(const options& o, const std::string& type) {
   for (const index_t n : o.lengths) {
     const index_t batch = std::max<index_t>(1, o.tokens / n);
     for (const bool causal : {false, true}) {
-      print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat));
-      if constexpr (is_float16_storage<T>) {  // the tensor-core kernels too, off by default until verified
+      if constexpr (is_float16_storage<T>) {  // the tensor-core kernels and the CUDA-core ones
         namespace tensor_cores = cuda_backend::fused_attention_tensor_cores;
         const bool by_default = tensor_cores::enabled();
-        tensor_cores::enabled() = !by_default;
-        print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
-                       by_default ? "fused cuda cores" : "fused tensor cores"));
+        for (const bool on_tensor_cores : {false, true}) {
+          if (!on_tensor_cores && n > o.cuda_cores_max) continue;
+          tensor_cores::enabled() = on_tensor_cores;
+          const std::string cores = on_tensor_cores ? " tensor cores" : " cuda cores";
+          print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat, "fused" + cores));
+          if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi" + cores));
+        }
         tensor_cores::enabled() = by_default;
+      } else {
+        print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat));
+        if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi"));
       }
-      if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat));
       if (n <= o.unfused_max) print(unfused<T, Heads, Width>(type, batch, n, causal, o.repeat));
       // What the unfused path's [batch, heads, n, n] tensors took goes back to the driver.
       ATTN_CUDA_CHECK(cudaDeviceSynchronize());

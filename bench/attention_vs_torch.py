@@ -143,7 +143,7 @@ def _sdpa(F, sdpa_kernel, backend, q, k, v, causal):
 def attn_side(args):
     command = [str(args.attention_gpu), "--lengths", ",".join(map(str, args.lengths)), "--types",
                ",".join(args.types), "--tokens", str(args.tokens), "--unfused-max", str(args.unfused_max),
-               "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else [])
+               "--cuda-cores-max", str(args.cuda_cores_max), "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else [])
     records = []
     # Line by line as they come, so that a run stopped part-way still leaves its measurements.
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
@@ -190,6 +190,8 @@ def main():
     p.add_argument("--tokens", type=int, default=16384, help="batch × length (default 16384)")
     p.add_argument("--unfused-max", type=int, default=4096,
                    help="longest length of the paths that hold the scores (attn unfused, torch math)")
+    p.add_argument("--cuda-cores-max", type=int, default=1 << 40,
+                   help="bf16: longest length attn's CUDA-core fused kernels are timed at (tensor cores: all)")
     p.add_argument("--repeat", type=int, default=10, help="timed runs after two warm-up runs")
     p.add_argument("--skip-attn", action="store_true", help="PyTorch's side only")
     p.add_argument("--alibi", action="store_true", help="also ALiBi with learned slopes on each side")

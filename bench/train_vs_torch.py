@@ -361,6 +361,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2, help="threads on each side (default: 2)")
     p.add_argument("--device", default="cpu",
                    help="cpu, or cuda: both sides on the GPU in fp32 (TF32 off), peak device memory reported")
+    p.add_argument("--attention-path", choices=["automatic", "fused", "unfused"], default="automatic",
+                   help="attn-train --attention-path: attn's fused kernel, its unfused path, or its choice")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="both sides: fp32, or 16-bit products over fp32 weights (attn-train --precision; PyTorch "
                         "autocast, with GradScaler for fp16) (default: fp32)")
@@ -421,7 +423,8 @@ def main():
         common = [attn_train, "--src", src, "--tgt", tgt, "--config", args.config, "--max-length", MAX_LENGTH,
                   "--batch-tokens", args.batch_tokens, "--warmup", args.warmup, "--seed", args.seed,
                   "--threads", args.threads, "--valid-every", args.steps + 1, "--save-every", args.steps + 1,
-                  "--device", args.device, "--precision", args.precision]
+                  "--device", args.device, "--precision", args.precision,
+                  "--attention-path", args.attention_path]
         # The vocabulary first, in a run of its own (--max-steps 0), so that SentencePiece's
         # training is in neither side's peak memory: both then load OUT/vocab.model.
         run_child("train_vs_torch", "attn-train (vocabulary)",

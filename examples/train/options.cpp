@@ -86,6 +86,14 @@ options parse(int argc, char** argv) {
       ->check([](const std::string& spec) { return examples::unknown_variant(spec); })
       ->group(model);
 
+  app.add_option("--attention-path", o.attention_path,
+                 "fused: the device's tiled kernel (docs/fused-attention.md; refused for a variant it cannot "
+                 "compute), unfused: products and a softmax, automatic: fused where the keys are many enough "
+                 "for it to pay on the device")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"automatic", "fused", "unfused"}))
+      ->group(model);
+
   auto* optimisation = "Optimisation";
   app.add_option("--batch-tokens", o.batch_tokens, "padded tokens a side in a batch (paper: ~25000, for GPUs)")
       ->capture_default_str()
@@ -207,6 +215,12 @@ options parse(int argc, char** argv) {
   }
   if (const std::string refused = examples::apply_device_flags(device, o.device, o.tf32); !refused.empty()) {
     std::cerr << "attn-train: " << refused << "\n";
+    std::exit(2);
+  }
+  // Additive attention scores with a network of its own, which the tiled kernel cannot run.
+  if (o.attention_path == "fused" && o.attention.substr(0, o.attention.find(':')) == "additive") {
+    std::cerr << "attn-train: --attention-path fused: additive attention scores with a network of its own, which the "
+                 "fused kernel cannot compute; use --attention-path unfused or automatic\n";
     std::exit(2);
   }
   if (o.gpus > 0 && !o.device.cuda) {

@@ -34,6 +34,7 @@ struct options {
   double label_smoothing = 0.1;
   std::string positions;  // "sinusoidal", "learned" or "none"; empty: the preset's
   std::string attention = "scaled";  // the attention variant, NAME[:ARG] (examples/common/variants.hpp)
+  std::string attention_path = "automatic";  // fused, unfused or automatic (nn::attention_path)
 
   // Optimisation (§5.2, §5.3).
   long batch_tokens = 25000;  // padded tokens a side per batch; the paper's value, meant for GPUs

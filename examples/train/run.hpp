@@ -135,6 +135,11 @@ int run(session& s) {
                  s.train_examples.size(), s.train_batches.size(), o.batch_tokens, ranks, o.accumulate);
   }
 
+  // --attention-path: the fused kernel, products and a softmax, or the device's choice (nn/context.hpp).
+  const nn::attention_path attention_path = o.attention_path == "fused"     ? nn::attention_path::fused
+                                            : o.attention_path == "unfused" ? nn::attention_path::unfused
+                                                                            : nn::attention_path::automatic;
+
   std::optional<metrics_log> log;
   if (s.leader()) log.emplace(o.out / "metrics.jsonl", o.resume ? state.step : -1);
   progress bar(o.max_steps, o.max_minutes, o.log_every, state.step);
@@ -161,7 +166,9 @@ int run(session& s) {
     auto& [smoothed, nll, tokens] = sums;
     for (std::size_t i = std::size_t(rank); i < s.valid_batches.size(); i += std::size_t(ranks)) {
       const auto b = train::make_batch(s.valid_examples, s.valid_batches[i], pad, bos, eos);
-      const auto logits = model(nn::inference(), to_device<Device>(b.source), to_device<Device>(b.target_in));
+      nn::context ctx = nn::inference();
+      ctx.path = attention_path;
+      const auto logits = model(ctx, to_device<Device>(b.source), to_device<Device>(b.target_in));
       const auto l = train::cross_entropy(nullptr, logits, to_device<Device>(b.target_out), o.label_smoothing, pad);
       smoothed += l.smoothed;
       nll += l.nll;
@@ -219,7 +226,7 @@ int run(session& s) {
     for (std::size_t j = 0; j < mine.size(); ++j) {
       auto stream = dropout_stream(o.seed, state.batches_seen + std::uint64_t(rank) * std::uint64_t(o.accumulate) + j);
       grad::tape tape;
-      const nn::context ctx{&tape, &stream};
+      const nn::context ctx{&tape, &stream, nullptr, attention_path};
       const auto logits = model(ctx, to_device<Device>(mine[j].source), to_device<Device>(mine[j].target_in));
       const auto l =
           train::cross_entropy(&tape, logits, to_device<Device>(mine[j].target_out), o.label_smoothing, pad);

@@ -396,6 +396,22 @@ class BadInput(unittest.TestCase):
         self.assertTrue(done.stderr.startswith("attn-train: --device cuda:99: "), done.stderr)
         self.assertRegex(done.stderr, "built without CUDA|no usable CUDA device|no CUDA device|there is no GPU 99")
 
+    def test_attention_path_fused_and_unfused_train_alike_and_additive_cannot_be_fused(self):
+        # The same 30 steps through the tiled kernel and through products and a softmax: the same
+        # function, so the losses differ by float rounding alone (measured: within 1e-6 relative).
+        losses = {}
+        for path in ("fused", "unfused"):
+            out = WORK / f"path-{path}"
+            train(out, "--attention-path", path, "--max-steps", 30, "--valid-every", 30, "--save-every", 30)
+            losses[path] = [r["loss"] for r in metrics(out)]
+        self.assertEqual(len(losses["fused"]), 30)
+        worst = max(abs(f / u - 1) for f, u in zip(losses["fused"], losses["unfused"]))
+        self.assertLess(worst, 1e-4, losses)
+        done = run(["--src", "a", "--tgt", "b", "--attention", "additive", "--attention-path", "fused"], expect=2)
+        self.assertIn("--attention-path fused: additive attention", done.stderr)
+        done = run(["--src", "a", "--tgt", "b", "--attention-path", "tiled"], expect=2)
+        self.assertIn("--attention-path", done.stderr)
+
     def test_gpus_without_a_gpu_job_are_refused(self):
         done = run(["--src", "a", "--tgt", "b", "--gpus", 2], expect=2)
         self.assertIn("--gpus 2 starts a process per GPU: it needs --device cuda", done.stderr)
