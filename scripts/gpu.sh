@@ -171,7 +171,7 @@ else
 fi
 # ATTN_GPU_MEMCHECK=gpu_fused_attention_test,...: those tests again under compute-sanitizer's
 # memcheck (out-of-bounds and misaligned accesses, in shared memory too), a report each.
-for name in ${ATTN_GPU_MEMCHECK//,/ }; do
+for name in ${ATTN_GPU_MEMCHECK:+${ATTN_GPU_MEMCHECK//,/ }}; do
   t=$(printf '%s\n' "${gpu_tests[@]}" | grep -E "/$name\$" | head -1)
   [[ -n $t ]] || { echo "memcheck: no gpu test $name"; continue; }
   heading "memcheck: $name"
