@@ -18,6 +18,7 @@
 
 #include <attn/expr.hpp>
 
+#include "index_map.cuh"
 #include "memory.cuh"
 
 namespace attn::cuda_backend {
@@ -70,53 +71,6 @@ std::array<index_t, sizeof...(Ds)> operand_strides(const extents<SA>& operand, m
 }
 
 }  // namespace detail
-
-/// A map from a node's row-major linear index to its operand's: the coordinate along each
-/// dimension times the operand's stride for it. Built on the host with size-1 dimensions
-/// dropped and adjacent dimensions that stay adjacent in the operand merged, so that a
-/// broadcast over [batch, heads, len, len] usually costs one or two divisions, not three.
-template <std::size_t R>
-struct index_map {
-  static constexpr std::size_t capacity = R > 0 ? R : 1;
-  int rank = 0;  // after merging; dimension 0 is the outermost
-  index_t sizes[capacity] = {};
-  index_t strides[capacity] = {};
-
-  /// Dimensions outermost first: their sizes in the node, their strides in the operand.
-  static index_map make(const std::array<index_t, R>& node_sizes,
-                        const std::array<index_t, R>& operand_strides) {
-    index_map m;
-    for (std::size_t r = 0; r < R; ++r) {
-      if (node_sizes[r] == 1) continue;  // its coordinate is always 0
-      if (m.rank > 0 && m.strides[m.rank - 1] == operand_strides[r] * node_sizes[r]) {
-        m.sizes[m.rank - 1] *= node_sizes[r];
-        m.strides[m.rank - 1] = operand_strides[r];
-      } else {
-        m.sizes[m.rank] = node_sizes[r];
-        m.strides[m.rank] = operand_strides[r];
-        ++m.rank;
-      }
-    }
-    return m;
-  }
-
-  template <class I>
-  __device__ I operator()(I i) const {
-    I offset = 0;
-#pragma unroll
-    for (int j = 0; j < static_cast<int>(capacity); ++j) {
-      const int r = rank - 1 - j;
-      if (r > 0) {
-        const I size = static_cast<I>(sizes[r]);
-        offset += (i % size) * static_cast<I>(strides[r]);
-        i /= size;
-      } else if (r == 0) {
-        offset += i * static_cast<I>(strides[0]);  // i < sizes[0]: no modulo needed
-      }
-    }
-    return offset;
-  }
-};
 
 // Plans: the device-side form of the nodes. Each is trivially copyable, so that a whole tree
 // travels to the kernel as one parameter, and names no dimension: a plan's type depends on
@@ -208,20 +162,6 @@ struct gather_plan {
   __device__ value_type operator()(I i, Given... given) const { return a(map(i), given...); }
 };
 
-/// With inner = the product of the sizes after the sliced dimension, a slice is
-/// [outer, count * inner] and its operand [outer, extent * inner]: one division finds the
-/// row, and the column shifts by start * inner.
-struct slice_map {
-  index_t block;         // count * inner
-  index_t source_block;  // extent * inner
-  index_t offset;        // start * inner
-  template <class I>
-  __device__ I operator()(I i) const {
-    const I row = i / static_cast<I>(block);
-    return row * static_cast<I>(source_block) + static_cast<I>(offset) + (i - row * static_cast<I>(block));
-  }
-};
-
 template <class A>
 struct slice_plan {
   using value_type = typename A::value_type;
@@ -246,7 +186,9 @@ slice_map slice_map_of(const expr::slice<D, A>& e) {
   using S = typename A::shape_type;
   constexpr std::size_t at = dim_index<S, D>;
   const index_t inner = product(e.extents(), at + 1, S::rank);
-  return {e.extents()[at] * inner, e.a.extents()[at] * inner, e.start * inner};
+  const index_t block = e.extents()[at] * inner;
+  return {block, e.a.extents()[at] * inner, e.start * inner,
+          block >= 1 && block <= index_t{0xffffffff} ? fast_divider(std::uint64_t(block)) : fast_divider()};
 }
 
 }  // namespace detail

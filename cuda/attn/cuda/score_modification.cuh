@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -104,17 +105,17 @@ struct index_planner<I, expr::slice<D, A>> {
 /// What a kernel does with one input's gradient: nothing (a constant input, or one whose
 /// gradient nobody wants), or add d_score · ∂modification/∂input at the element the score read.
 struct no_input_gradient {
-  template <class A>
-  __device__ void add(std::int64_t, A, A, A*) const {}
+  template <class At, class A>
+  __device__ void add(At, A, A, A*) const {}
 };
 template <class Partial, class Index>
 struct input_gradient {
   Partial partial;  // the plan of ∂modification/∂input
   Index index;      // the plan of the element's index in the input
   index_t offset;   // of the input's gradient among the others; −1: not wanted
-  template <class A>
-  __device__ void add(std::int64_t at, A s, A d_score, A* gradients) const {
-    if (offset >= 0) gradients[offset + index(at)] += d_score * A(partial(at, s));
+  template <class At, class A>
+  __device__ void add(At at, A s, A d_score, A* gradients) const {
+    if (offset >= 0) gradients[offset + index_t(index(at))] += d_score * A(partial(at, s));
   }
 };
 
@@ -128,8 +129,8 @@ struct plan_list<T, Ts...> {
   plan_list<Ts...> rest;
 };
 
-template <class A, class... Ts>
-__device__ void add_each(const plan_list<Ts...>& list, std::int64_t at, A s, A d_score, A* gradients) {
+template <class At, class A, class... Ts>
+__device__ void add_each(const plan_list<Ts...>& list, At at, A s, A d_score, A* gradients) {
   if constexpr (sizeof...(Ts) > 0) {
     list.first.add(at, s, d_score, gradients);
     add_each(list.rest, at, s, d_score, gradients);
@@ -138,7 +139,9 @@ __device__ void add_each(const plan_list<Ts...>& list, std::int64_t at, A s, A d
 
 /// A modification on the device: the modified score, its derivative by the score, and each
 /// learned input's gradient, at the score's row-major index `at` in [batch, heads, queries, keys]
-/// (std::int64_t: 64-bit indices, the sizes of every score at once).
+/// (std::int64_t: 64-bit indices, the sizes of every score at once). The plans take `at` apart
+/// in 32 bits where every score's index fits (`narrow`): a multiply where 64 bits divide
+/// (fast_divider.cuh), at every score.
 template <class Score, class Slope, class Inputs>
 struct device_score_modification {
   static constexpr bool modifies = true;
@@ -146,20 +149,22 @@ struct device_score_modification {
   Slope slope;    // expr::zero's plan: none (a constant shift has derivative 1: still a plan)
   Inputs inputs;  // plan_list of input_gradient or no_input_gradient, one an input
   index_t size;   // how many numbers the inputs' gradients take
+  bool narrow;    // every score's index < 2³¹
 
   template <class A>
   __device__ A operator()(std::int64_t at, A s) const {
-    return A(score(at, s));
+    return narrow ? A(score(std::uint32_t(at), s)) : A(score(at, s));
   }
   template <class A>
   __device__ A derivative(std::int64_t at, A s) const {
     if constexpr (std::is_same_v<Slope, no_input_gradient>) return A(0);
-    else return A(slope(at, s));
+    else return narrow ? A(slope(std::uint32_t(at), s)) : A(slope(at, s));
   }
   /// Adds d_score · ∂modification/∂input to each wanted input's gradient, in `gradients`.
   template <class A>
   __device__ void accumulate(std::int64_t at, A s, A d_score, A* gradients) const {
-    add_each(inputs, at, s, d_score, gradients);
+    if (narrow) add_each(inputs, std::uint32_t(at), s, d_score, gradients);
+    else add_each(inputs, at, s, d_score, gradients);
   }
 };
 
@@ -195,8 +200,9 @@ auto to_device(const M& m, workspace& ws, std::index_sequence<K...>) {
   auto score = make_plan(m.score, ws);
   auto slope = plan_or_nothing(m.slope, ws);
   auto inputs = list_of(input_gradient_of<K>(m, ws)...);
+  const bool narrow = largest_size(m.score) <= std::numeric_limits<std::int32_t>::max();
   return device_score_modification<decltype(score), decltype(slope), decltype(inputs)>{score, slope, inputs,
-                                                                                       m.gradient_size()};
+                                                                                       m.gradient_size(), narrow};
 }
 
 }  // namespace detail
