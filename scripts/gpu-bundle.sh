@@ -20,6 +20,26 @@ build=${1:-build}
 file=${2:-build-bundle/gpu.tar.xz}
 [[ -x $build/tests/gpu/gpu_device_query ]] \
   || { echo "gpu-bundle: $build has no CUDA build of the gpu tests (ninja -C $build)" >&2; exit 1; }
+# Meson 1.0 (Debian 12's) gives nvcc no dependency file to write: a CUDA object is not rebuilt
+# when only a header it includes changed. Refuse objects older than the newest header, and
+# builds of PTX alone (test.sh's -Dgpu_arch=compute_90, which a GPU would compile at every start).
+newest=$(find cuda include tests/gpu examples bench \( -name '*.cuh' -o -name '*.hpp' -o -name '*.h' \) -printf '%T@ %p\n' \
+  | sort -n | tail -1 | cut -d' ' -f2-)
+objects=("$build/tests/gpu")
+[[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] || objects+=("$build/examples" "$build/bench")
+stale=$(find "${objects[@]}" -name '*.cu.o' ! -newer "$newest" 2>/dev/null | head -5)
+if [[ -n $stale ]]; then
+  echo "gpu-bundle: these CUDA objects are older than $newest, and Meson does not rebuild them for a header:" >&2
+  echo "$stale" >&2
+  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build" >&2
+  exit 1
+fi
+arch=$(python3 -c 'import json, sys; print(*[o["value"] for o in json.load(open(sys.argv[1])) if o["name"] == "gpu_arch"])' \
+  "$build/meson-info/intro-buildoptions.json" 2>/dev/null || true)
+if [[ $arch == compute_* ]]; then
+  echo "gpu-bundle: $build compiles PTX alone (gpu_arch compute_*): meson configure $build -Dgpu_arch=sm_90" >&2
+  exit 1
+fi
 programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu)
 [[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
 
