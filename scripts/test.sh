@@ -29,11 +29,13 @@ heading "configure (build/)"
 # here can run it. CUDA code to PTX alone (-arch=compute_90): nvcc parses, instantiates and
 # optimises every kernel, and ptxas only checks the PTX instead of assembling it for a chip
 # that is not here (half the gpu fused-attention test's build; scripts/gpu.sh and gpu-bundle.sh
-# build for the GPU's own sm_XX). A fresh build/; an existing one keeps its options.
+# build for the GPU's own sm_XX). No Google Benchmark programs: they test nothing, and took 6 %
+# of this build (bench/'s commands in docs/benchmarks.md build them where they run). A fresh
+# build/; an existing one keeps its options.
 if [[ -d build/meson-private ]]; then
   setup build
 else
-  setup build -Dexample_models=tiny -Dexample_gpu_precisions=false -Dgpu_arch=compute_90
+  setup build -Dexample_models=tiny -Dexample_gpu_precisions=false -Dgpu_arch=compute_90 -Dbenchmarks=disabled
 fi
 heading "compile (build/)"
 meson compile -C build

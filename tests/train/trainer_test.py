@@ -91,10 +91,22 @@ def learn(out, *extra, seed=1, corpus_seed=7, aligned=True, threads=2, steps=400
                 "--valid-every", 200, "--save-every", 200, "--log-every", 100, "--dropout", 0] + list(extra))
 
 
+_learned = None
+
+
+def learned():
+    """The learning test's run in fp32, trained once for the tests that read it (Learning,
+    Precision): the output directory and the process."""
+    global _learned
+    if _learned is None:
+        out = WORK / "learn"
+        _learned = out, learn(out, "--plot", "--precision", "fp32")
+    return _learned
+
+
 class Learning(unittest.TestCase):
     def test_a_tiny_model_learns_the_toy_translation(self):
-        out = WORK / "learn"
-        done = learn(out, "--plot")
+        out, done = learned()
         valid = metrics(out, "valid")
         self.assertEqual([v["step"] for v in valid], [200, 400])
         # Thresholds far from both sides of what tests/learning_spread.py measured (docs/testing.md)
@@ -145,8 +157,11 @@ class Precision(unittest.TestCase):
         # 200 % off fp32's last windows.
         runs = {}
         for precision in ("fp32", "bf16", "fp16"):
-            runs[precision] = WORK / f"learn-{precision}"
-            done = learn(runs[precision], "--precision", precision)
+            if precision == "fp32":  # the learning test's run
+                runs[precision], done = learned()
+            else:
+                runs[precision] = WORK / f"learn-{precision}"
+                done = learn(runs[precision], "--precision", precision)
             self.assertIn(f"precision {precision}", done.stderr)
         where = machine.describe()
         for precision in ("bf16", "fp16"):
