@@ -20,6 +20,8 @@ build=${1:-build}
 file=${2:-build-bundle/gpu.tar.xz}
 [[ -x $build/tests/gpu/gpu_device_query ]] \
   || { echo "gpu-bundle: $build has no CUDA build of the gpu tests (ninja -C $build)" >&2; exit 1; }
+programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu)
+[[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
 # Meson 1.0 (Debian 12's) gives nvcc no dependency file to write: a CUDA object is not rebuilt
 # when only a header it includes changed. Refuse objects older than the newest header, and
 # builds of PTX alone (test.sh's -Dgpu_arch=compute_90, which a GPU would compile at every start).
@@ -27,11 +29,14 @@ newest=$(find cuda include tests/gpu examples bench \( -name '*.cuh' -o -name '*
   | sort -n | tail -1 | cut -d' ' -f2-)
 objects=("$build/tests/gpu")
 [[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] || objects+=("$build/examples" "$build/bench")
-stale=$(find "${objects[@]}" -name '*.cu.o' ! -newer "$newest" 2>/dev/null | head -5)
+stale=$(find "${objects[@]}" -name '*.cu.o' ! -newer "$newest" 2>/dev/null | head -5 || true)
+for program in "${programs[@]}"; do  # attention_gpu is built on demand only
+  [[ -f $program && ! $program -nt $newest ]] && stale+=$'\n'"$program"
+done
 if [[ -n $stale ]]; then
-  echo "gpu-bundle: these CUDA objects are older than $newest, and Meson does not rebuild them for a header:" >&2
+  echo "gpu-bundle: these CUDA objects or programs are older than $newest, and Meson does not rebuild them for a header:" >&2
   echo "$stale" >&2
-  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build" >&2
+  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu" >&2
   exit 1
 fi
 arch=$(python3 -c 'import json, sys; print(*[o["value"] for o in json.load(open(sys.argv[1])) if o["name"] == "gpu_arch"])' \
@@ -40,8 +45,6 @@ if [[ $arch == compute_* ]]; then
   echo "gpu-bundle: $build compiles PTX alone (gpu_arch compute_*): meson configure $build -Dgpu_arch=sm_90" >&2
   exit 1
 fi
-programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu)
-[[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

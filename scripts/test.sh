@@ -24,18 +24,18 @@ setup() {  # setup <builddir> [meson options...]: configure, or reconfigure
 }
 
 heading "configure (build/)"
-# The example programs for the tiny preset only, the one their tests train, and their 16-bit
-# precisions for the CPU only: the gpu tests compile the 16-bit GPU model anyway, and nothing
-# here can run it. CUDA code to PTX alone (-arch=compute_90): nvcc parses, instantiates and
-# optimises every kernel, and ptxas only checks the PTX instead of assembling it for a chip
-# that is not here (half the gpu fused-attention test's build; scripts/gpu.sh and gpu-bundle.sh
-# build for the GPU's own sm_XX). No Google Benchmark programs: they test nothing, and took 6 %
+# The example programs for the tiny preset only, the one their tests train, and for the CPU
+# alone: nothing here runs a GPU, and the gpu tests compile the model, its steps and decoding
+# for one (the programs' CUDA units were 9 % of this build; scripts/gpu.sh builds them). CUDA
+# code to PTX alone (-arch=compute_90): nvcc parses, instantiates and optimises every kernel,
+# and ptxas only checks the PTX instead of assembling it for a chip that is not here (half the
+# gpu fused-attention test's build; scripts/gpu.sh and gpu-bundle.sh build for the GPU's sm_XX). No Google Benchmark programs: they test nothing, and took 6 %
 # of this build (bench/'s commands in docs/benchmarks.md build them where they run). A fresh
 # build/; an existing one keeps its options.
 if [[ -d build/meson-private ]]; then
   setup build
 else
-  setup build -Dexample_models=tiny -Dexample_gpu_precisions=false -Dgpu_arch=compute_90 -Dbenchmarks=disabled
+  setup build -Dexample_models=tiny -Dexample_cuda=false -Dgpu_arch=compute_90 -Dbenchmarks=disabled
 fi
 heading "compile (build/)"
 meson compile -C build

@@ -23,7 +23,7 @@ struct fast_divider {
     if (d == 0 || d > 0xffffffffu) throw std::invalid_argument("attn::cuda_backend::fast_divider: divisor out of [1, 2^32)");
     divisor = std::uint32_t(d);
     while (shift < 32 && (std::uint64_t(1) << shift) < d) ++shift;
-    magic = std::uint32_t(((unsigned __int128)((std::uint64_t(1) << shift) - d) << 32) / d + 1);
+    magic = std::uint32_t((((std::uint64_t(1) << shift) - d) << 32) / d + 1);  // 2^shift − d < 2³¹
   }
 
   __host__ __device__ std::uint32_t quotient(std::uint32_t n) const {

@@ -1,8 +1,8 @@
 // tests/gpu/primitives_test.cu's checks with the GPU's row kernels (cuda/attn/cuda/
 // primitives_kernels.cuh) run on the CPU emulator (attn/cuda/emulator.hpp): softmax rows
-// forward and backward, log-softmax rows (never run on a GPU), LayerNorm rows forward and
+// forward and backward, log-softmax rows, LayerNorm rows forward and
 // backward (its blocks' partial sums and the last block's total), block copies from a list of
-// sources (never run on a GPU), row selection, dropout and attention masks. The other primitives
+// sources, row selection, dropout and attention masks. The other primitives
 // (gathers and scatters by id, the loss, Adam, norms, fills) are the CPU's here. Memory is host
 // memory, so the launches below take the kernels' host pointers; their grids are smaller than
 // the GPU's (a few blocks), which sends the kernels' grid-stride loops round more often.
