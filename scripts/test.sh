@@ -56,8 +56,9 @@ setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 # compute-sanitizer; primitives-emulated's row kernels have their outputs' sentinels); the
 # whole-model tests (unit-model) ran above and are left out here, see tests/unit/meson.build.
 heading "compile (build-asan/: the unit tests)"
-asan_tests=(unit unit-train unit-emulated)
-meson compile -C build-asan "${asan_tests[@]}"
+asan_programs=(unit unit-train unit-emulated)
+asan_tests=("${asan_programs[@]}" unit-emulated-tensor-cores)  # the emulated tests in two halves
+meson compile -C build-asan "${asan_programs[@]}"
 heading "test: ${asan_tests[*]} under sanitizers"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --no-rebuild "${asan_tests[@]}" --print-errorlogs
