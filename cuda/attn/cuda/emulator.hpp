@@ -2,7 +2,8 @@
 // compiled by a host compiler after this one runs its blocks one after another, each thread of a
 // block a fiber (ucontext) on the calling thread, switched at __syncthreads and at warp
 // collectives (shuffles, and the tensor-core instructions' twins in mma.cuh: mma.sync, ldmatrix,
-// cvt), which exchange the lanes' registers as the PTX ISA lays them out. Global memory is host
+// cvt), which exchange the lanes' registers as the PTX ISA lays them out. Async copies
+// (async_copy.cuh's cp.async) land when a wait covers them, garbage until then. Global memory is host
 // memory, so AddressSanitizer sees a kernel's out-of-bounds accesses (compute-sanitizer's
 // memcheck, on the CPU); a block's __shared__ arrays are `static`, and its dynamic shared memory
 // a heap buffer of the launch's size. A __syncthreads that some threads never reach, a warp
@@ -188,6 +189,15 @@ struct fiber {
   state now = state::runnable;
   unsigned collective = 0;  // the generation of the warp collective it waits at
   void* fake_stack = nullptr;  // AddressSanitizer's, while switched away
+  // Its async copies (cp.async) not yet done: their sources read at issue, written to shared
+  // memory when a wait covers their group; the ends of its committed groups in that list.
+  struct async_copy {
+    void* to;
+    std::size_t bytes;
+    unsigned char data[16];
+  };
+  std::vector<async_copy> async_copies;
+  std::vector<std::size_t> async_group_ends;
 };
 
 /// A warp's exchange: each lane's bytes for one collective and the result each gets,
@@ -254,6 +264,31 @@ class block_runner {
   const dim3& block_size() const { return block_; }
   const dim3& grid_size() const { return grid_; }
   void* dynamic_shared() { return shared_.empty() ? nullptr : align16(shared_.data()); }
+
+  /// cp.async: the source is read now; the destination holds 0xff bytes (NaN as floats) until a
+  /// wait covers the copy's group, so that a kernel that reads it before waiting sees garbage,
+  /// as it may on a GPU.
+  void copy_async(void* to, const void* from, std::size_t bytes) {
+    if (reinterpret_cast<std::uintptr_t>(to) % bytes != 0 || reinterpret_cast<std::uintptr_t>(from) % bytes != 0)
+      throw kernel_error("attn::cuda_emulator: cp.async of " + std::to_string(bytes) +
+                         " bytes with an address not aligned to them (misaligned on a GPU)");
+    fiber::async_copy copy{to, bytes, {}};
+    std::memcpy(copy.data, from, bytes);
+    std::memset(to, 0xff, bytes);
+    current_->async_copies.push_back(copy);
+  }
+  /// cp.async.commit_group: the copies issued since the last commit make a group.
+  void commit_async_copies() { current_->async_group_ends.push_back(current_->async_copies.size()); }
+  /// cp.async.wait_group: finishes every committed group but the `pending` newest.
+  void wait_async_copies(std::size_t pending) {
+    fiber& f = *current_;
+    if (f.async_group_ends.size() <= pending) return;
+    const std::size_t groups = f.async_group_ends.size() - pending, done = f.async_group_ends[groups - 1];
+    for (std::size_t c = 0; c < done; ++c) std::memcpy(f.async_copies[c].to, f.async_copies[c].data, f.async_copies[c].bytes);
+    f.async_copies.erase(f.async_copies.begin(), f.async_copies.begin() + std::ptrdiff_t(done));
+    f.async_group_ends.erase(f.async_group_ends.begin(), f.async_group_ends.begin() + std::ptrdiff_t(groups));
+    for (auto& end : f.async_group_ends) end -= done;
+  }
 
   /// __syncthreads: waits until every thread of the block that has not exited arrives.
   void barrier() {
@@ -348,6 +383,7 @@ class block_runner {
       f.lane = unsigned(t % warp_size);
       f.warp = unsigned(t / warp_size);
       f.now = fiber::state::runnable;
+      f.async_copies.clear(), f.async_group_ends.clear();
 #if defined(ATTN_EMULATOR_ASAN)
       // A fiber abandoned mid-call (a kernel that threw or got stuck) left its frames' redzones
       // poisoned on this stack.
@@ -414,6 +450,11 @@ class block_runner {
 #endif
     try {
       (*self.body_)();
+      // On a GPU the block's shared memory may go to the next block while copies still land.
+      if (!f.async_copies.empty())
+        throw kernel_error("attn::cuda_emulator: thread " + std::to_string(t) + " of block " + self.block_name() +
+                           " exited with " + std::to_string(f.async_copies.size()) +
+                           " async copies (cp.async) not waited for");
     } catch (...) {
       self.failure_ = std::current_exception();
     }
@@ -592,21 +633,24 @@ void mma_m16n8k16(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_
   std::memcpy(c, d.c, sizeof d.c);
 }
 
-/// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8m … 8m + 7 give the addresses of rows
-/// 0–7 of matrix m; register m of lane l receives matrix m's elements (2t, g) and (2t + 1, g),
-/// the first in the low half (.trans: column g, where without it lane l gets row g).
-inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const std::uint16_t* row) {
+/// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8m … 8m + 7 give the addresses of
+/// rows 0–7 of matrix m; register m of lane l receives matrix m's elements (g, 2t) and (g, 2t + 1),
+/// the first in the low half, or with .trans (2t, g) and (2t + 1, g).
+template <bool transposed>
+void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* row) {
   if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
     throw kernel_error("attn::cuda_emulator: ldmatrix with a row address not 16-byte aligned (misaligned on a GPU)");
   struct registers {
     std::uint32_t r[4];
   };
   const auto got = warp_collective<registers>(
-      "ldmatrix.x4.trans", row, [](const std::uint16_t* const (&rows)[warp_size], registers (&out)[warp_size]) {
+      transposed ? "ldmatrix.x4.trans" : "ldmatrix.x4", row,
+      [](const std::uint16_t* const (&rows)[warp_size], registers (&out)[warp_size]) {
         for (unsigned l = 0; l < warp_size; ++l) {
           const unsigned g = l / 4, t = l % 4;
           for (unsigned m = 0; m < 4; ++m) {
-            const std::uint16_t low = rows[8 * m + 2 * t][g], high = rows[8 * m + 2 * t + 1][g];
+            const std::uint16_t low = transposed ? rows[8 * m + 2 * t][g] : rows[8 * m + g][2 * t];
+            const std::uint16_t high = transposed ? rows[8 * m + 2 * t + 1][g] : rows[8 * m + g][2 * t + 1];
             out[l].r[m] = std::uint32_t(low) | std::uint32_t(high) << 16;
           }
         }

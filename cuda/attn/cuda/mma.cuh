@@ -100,6 +100,27 @@ __device__ inline void load_b_from_rows(fragment_b& b, const std::uint16_t* x, i
   b[1] = pair(x + g * stride + 2 * t + 8);
 }
 
+/// The B fragments of the two 16 × 8 tiles Bᵀ at `x` and 8 rows on (columns 0–7 and 8–15 of B,
+/// stored as load_b_from_rows takes them) in one ldmatrix: half the loads. Rows 16-byte aligned.
+__device__ inline void load_b_pair_from_rows(fragment_b& first, fragment_b& second, const std::uint16_t* x,
+                                             int stride) {
+  const int lane = int(threadIdx.x % 32);
+  // Lane l gives the address of row l % 8 of block l / 8: blocks (n 0–7, k 0–7), (n 0–7, k 8–15),
+  // (n 8–15, k 0–7), (n 8–15, k 8–15); without .trans lane (g, t) receives row g, columns 2t, 2t + 1.
+  const std::uint16_t* row = x + (lane / 16 * 8 + lane % 8) * stride + (lane / 8) % 2 * 8;
+#if defined(ATTN_CUDA_EMULATOR)
+  std::uint32_t r[4];
+  cuda_emulator::ptx::ldmatrix_x4<false>(r, row);
+  first[0] = r[0], first[1] = r[1], second[0] = r[2], second[1] = r[3];
+#else
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(first[0]), "=r"(first[1]), "=r"(second[0]), "=r"(second[1])
+               : "r"(address)
+               : "memory");
+#endif
+}
+
 /// The B fragments of two 16 × 8 tiles side by side (columns 0–7 into `left`, 8–15 into `right`)
 /// of the 16 × 16 tile at `x` stored as it is multiplied (B[k][n] at x[k · stride + n], as values
 /// are): ldmatrix transposes 8 × 8 blocks as it loads them. Rows 16-byte aligned.
@@ -110,7 +131,7 @@ __device__ inline void load_b_transposed(fragment_b& left, fragment_b& right, co
   const std::uint16_t* row = x + ((lane / 8) % 2 * 8 + lane % 8) * stride + lane / 16 * 8;
 #if defined(ATTN_CUDA_EMULATOR)
   std::uint32_t r[4];
-  cuda_emulator::ptx::ldmatrix_x4_trans(r, row);
+  cuda_emulator::ptx::ldmatrix_x4<true>(r, row);
   left[0] = r[0], left[1] = r[1], right[0] = r[2], right[1] = r[3];
 #else
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));

@@ -1,14 +1,17 @@
 // The CPU emulator of the CUDA execution model (attn/cuda/emulator.hpp): the built-in variables,
 // __syncthreads and shared memory, shuffles, the mistakes it reports instead of hanging, dynamic
-// shared memory's rule, and mma.cuh's tensor-core helpers (whose PTX it replaces by twins written
+// shared memory's rule, async copies (async_copy.cuh) landing only when waited for, and mma.cuh's
+// tensor-core helpers (whose PTX it replaces by twins written
 // from the PTX ISA's fragment layouts) against plain products.
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
 
+#include <attn/cuda/async_copy.cuh>
 #include <attn/cuda/mma.cuh>
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -72,6 +75,41 @@ __global__ void misaligned_ldmatrix() {
   alignas(16) __shared__ std::uint16_t staged[16 * 24];
   mma::fragment_b left, right;
   mma::load_b_transposed(left, right, staged + 1, 24);
+}
+
+namespace async_copy = attn::cuda_backend::async_copy;
+
+/// Two groups of one 16-byte copy each from `from`: what shared memory holds before any wait,
+/// after wait<1> (the older group only) and after wait<0>, 16 bytes each, into out[0 … 95].
+__global__ void copies_land_when_waited_for(const unsigned char* from, unsigned char* out) {
+  alignas(16) __shared__ unsigned char first[16], second[16];
+  async_copy::copy_16_bytes(first, from);
+  async_copy::commit();
+  async_copy::copy_16_bytes(second, from + 16);
+  async_copy::commit();
+  std::memcpy(out, first, 16);
+  async_copy::wait<1>();
+  std::memcpy(out + 16, first, 16), std::memcpy(out + 32, second, 16);
+  async_copy::wait<0>();
+  std::memcpy(out + 48, first, 16), std::memcpy(out + 64, second, 16);
+  alignas(4) __shared__ unsigned char word[4];
+  async_copy::copy_4_bytes(word, from + 32);
+  async_copy::commit();
+  async_copy::wait<0>();
+  std::memcpy(out + 80, word, 4);
+}
+
+__global__ void exits_with_copies_in_flight(const unsigned char* from) {
+  alignas(16) __shared__ unsigned char staged[16];
+  async_copy::copy_16_bytes(staged, from);
+  async_copy::commit();
+}
+
+__global__ void misaligned_copy(const unsigned char* from) {
+  alignas(16) __shared__ unsigned char staged[32];
+  async_copy::copy_16_bytes(staged + 4, from);
+  async_copy::commit();
+  async_copy::wait<0>();
 }
 
 __global__ void fill_dynamic_shared(int bytes, int* ok) {
@@ -139,6 +177,23 @@ __global__ void product_transposed_and_back(const std::uint16_t* a, const std::u
   }
 }
 
+/// load_b_pair_from_rows (one ldmatrix) against two load_b_from_rows (four 32-bit loads): the
+/// fragments of rows 0–7 and 8–15 of a 16-row tile staged as the kernels stage keys.
+__global__ void paired_and_single_loads(const std::uint16_t* rows, std::uint32_t* paired, std::uint32_t* single) {
+  alignas(16) __shared__ std::uint16_t staged[16 * 24];
+  for (int e = int(threadIdx.x); e < 256; e += 32) staged[e / 16 * 24 + e % 16] = rows[e];
+  __syncwarp();
+  mma::fragment_b first, second, first_alone, second_alone;
+  mma::load_b_pair_from_rows(first, second, staged, 24);
+  mma::load_b_from_rows(first_alone, staged, 24);
+  mma::load_b_from_rows(second_alone, staged + 8 * 24, 24);
+  const unsigned lane = threadIdx.x;
+  for (int r = 0; r < 2; ++r) {
+    paired[lane * 4 + r] = first[r], paired[lane * 4 + 2 + r] = second[r];
+    single[lane * 4 + r] = first_alone[r], single[lane * 4 + 2 + r] = second_alone[r];
+  }
+}
+
 template <class T>
 void check_products() {
   // Small integers and halves: every product and sum exact in float, so the order of the sums
@@ -178,6 +233,14 @@ void check_products() {
 }
 
 }  // namespace
+
+TEST_CASE("emulator: a pair of B fragments through ldmatrix equals two fragments through 32-bit loads") {
+  std::vector<std::uint16_t> rows(256);
+  for (std::size_t e = 0; e < rows.size(); ++e) rows[e] = static_cast<std::uint16_t>(e * 37 + 11);  // all different
+  std::vector<std::uint32_t> paired(128, 0), single(128, 1);
+  emulator::launch(paired_and_single_loads, dim3(1), dim3(32), 0, rows.data(), paired.data(), single.data());
+  CHECK(paired == single);
+}
 
 TEST_CASE("emulator: every block and thread runs once, with its coordinates") {
   const dim3 grid(3, 2, 2), block(4, 3, 2);
@@ -221,6 +284,26 @@ TEST_CASE("emulator: a kernel's mistakes throw instead of hanging") {
   std::vector<int> x(256, 1), sums(1, 0);
   emulator::launch(block_sums, dim3(1), dim3(256), 0, x.data(), sums.data());
   CHECK(sums[0] == 256);
+}
+
+TEST_CASE("emulator: async copies land when a wait covers their group, and a thread must wait for them") {
+  alignas(16) unsigned char from[48];
+  for (int i = 0; i < 48; ++i) from[i] = static_cast<unsigned char>(i + 1);
+  std::vector<unsigned char> out(96, 0);
+  emulator::launch(copies_land_when_waited_for, dim3(1), dim3(1), 0, from, out.data());
+  const auto bytes = [&](int at) { return std::vector<unsigned char>(out.begin() + at, out.begin() + at + 16); };
+  const std::vector<unsigned char> garbage(16, 0xff), first(from, from + 16), second(from + 16, from + 32);
+  CHECK(bytes(0) == garbage);  // read before any wait
+  CHECK(bytes(16) == first);   // wait<1>: the older group
+  CHECK(bytes(32) == garbage);
+  CHECK(bytes(48) == first);   // wait<0>: both
+  CHECK(bytes(64) == second);
+  CHECK(std::vector<unsigned char>(out.begin() + 80, out.begin() + 84) ==
+        std::vector<unsigned char>(from + 32, from + 36));
+  CHECK_THROWS_WITH_AS(emulator::launch(exits_with_copies_in_flight, dim3(1), dim3(32), 0, from),
+                       doctest::Contains("not waited for"), emulator::kernel_error);
+  CHECK_THROWS_WITH_AS(emulator::launch(misaligned_copy, dim3(1), dim3(1), 0, from), doctest::Contains("aligned"),
+                       emulator::kernel_error);
 }
 
 TEST_CASE("emulator: dynamic shared memory above 48 KiB only when the kernel allows it") {
