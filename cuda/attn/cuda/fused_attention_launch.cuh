@@ -52,9 +52,12 @@ struct fused_attention_launch {
       constexpr int D = decltype(width)::value;
       if constexpr (is_float16_storage<T>) {
         if (tensor_cores::enabled()) {
+          constexpr int bytes = tensor_cores::double_buffer_bytes<D>;
+          const auto kernel = tensor_cores::forward<D, T, Rule, M>;
+          Runtime::allow_shared_memory(kernel, bytes);
           const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
-          Runtime::launch(tensor_cores::forward<D, T, Rule, M>, grid, dim3(tensor_cores::warps * 32), 0, p, q, k, v,
-                          bias, out, log_sum_exp, rule, modification);
+          Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, out, log_sum_exp,
+                          rule, modification);
           return;
         }
       }
@@ -126,10 +129,12 @@ struct fused_attention_launch {
       const auto queries = [&](index_t first, index_t sentences) {
         if constexpr (is_float16_storage<T>) {
           if (on_tensor_cores) {
+            constexpr int bytes = tensor_cores::double_buffer_bytes<D>;
+            const auto kernel = tensor_cores::backward_queries<D, T, Rule, M>;
+            Runtime::allow_shared_memory(kernel, bytes);
             const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(sentences));
-            Runtime::launch(tensor_cores::backward_queries<D, T, Rule, M>, grid, dim3(tensor_cores::warps * 32), 0,
-                            p, q, k, v, bias, d_out, log_sum_exp, dots, d_q, rule, modification, input_gradients,
-                            first);
+            Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
+                            log_sum_exp, dots, d_q, rule, modification, input_gradients, first);
             return;
           }
         }

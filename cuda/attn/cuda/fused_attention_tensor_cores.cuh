@@ -8,12 +8,16 @@
 //   backward   a block a (sentence, key/value head, 64 keys), a warp 16 keys: Sᵀ = K·Qᵀ and
 //              dPᵀ = V·dOᵀ a 64-query tile at a time, dV += Pᵀ·dO and dK += dSᵀ·Q; then a block a
 //              (sentence, head, 64 queries) for dQ += dS·K. No atomics: the same bits every run.
+// Each kernel double-buffers the tiles it walks through in dynamic shared memory: the next one
+// is copied asynchronously (async_copy.cuh) while the tensor cores work on the current one.
 // Scores are float; the masks (padding, causal, a rule, a bias), a variant's score modification
 // M (its learned inputs' gradients gathered by the dQ kernel, a slot a lane of a query row, then
 // summed in a fixed order), dropout and rows with nothing to see behave as in the CUDA-core
-// kernels, element by element; the masks' checks are skipped on tiles that no mask can touch. P and dS are rounded to T before their products, as FlashAttention does: the
-// outputs then differ from the float kernels' by about T's rounding (docs/fused-attention.md).
-// Written without a GPU, checked on the CPU emulator, then on an H200: on by default (`enabled`).
+// kernels, element by element; the masks' checks are skipped on tiles that no mask can touch.
+// P and dS are rounded to T before their products, as FlashAttention does: the outputs then
+// differ from the float kernels' by about T's rounding (docs/fused-attention.md).
+// Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
+// 2026-11-26, in a second run): on by default (`enabled`).
 #pragma once
 
 #include <attn/core.hpp>
@@ -23,6 +27,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "fused_attention_masks.cuh"
 #include "mma.cuh"
 #include "shared_memory.cuh"
@@ -68,15 +73,17 @@ __device__ inline bool aligned16(const T* x) {
 }
 
 /// Copies rows [first, first + count) of the [·, d] matrix x into s[tile_rows][stride<D>] as raw
-/// 16-bit numbers, zeros past them (rows and columns): 16 bytes at a time when `vectors`.
-template <int D, class T>
+/// 16-bit numbers, zeros past them (rows and columns): 16 bytes at a time when `vectors`, and
+/// those as async copies (async_copy.cuh) when `asynchronous`: the caller commits and waits.
+template <int D, bool asynchronous = false, class T>
 __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_t count, index_t d, bool vectors) {
   constexpr int chunks = D / 8;
   for (int e = int(threadIdx.x); e < tile_rows * chunks; e += int(blockDim.x)) {
     const int r = e / chunks, c = e % chunks * 8;
     std::uint16_t* to = s + r * stride<D> + c;
     if (vectors && r < count && c + 8 <= d) {
-      *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(x + (first + r) * d + c);
+      if constexpr (asynchronous) async_copy::copy_16_bytes(to, x + (first + r) * d + c);
+      else *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(x + (first + r) * d + c);
     } else {
 #pragma unroll
       for (int k = 0; k < 8; ++k) to[k] = r < count && c + k < d ? x[(first + r) * d + c + k].bits : std::uint16_t(0);
@@ -98,6 +105,14 @@ ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, std::int
                                                       float* input_gradients) {
   if (input_gradients != nullptr) m.accumulate(at, scaled, d_score, input_gradients);
   return d_score * m.derivative(at, scaled);
+}
+
+/// Weight (b, h, i, j)'s dropout factor, out of line: the counter-based generator inlined at each
+/// of a lane's 32 weights a tile took 70 of the forward kernel's 250 registers at D = 128, even
+/// where dropout is off, and with them half its blocks a multiprocessor.
+ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(const fused_attention_problem& p, index_t b, index_t h, index_t i,
+                                                index_t j) {
+  return float(p.kept(b, h, i, j));
 }
 
 /// The lane's maximum over the four lanes of its row group.
@@ -127,10 +142,11 @@ __device__ inline void multiply_add_by_rows(float (&scores)[tile_rows / 8][4], c
 #pragma unroll
   for (int c = 0; c < D / 16; ++c)
 #pragma unroll
-    for (int n = 0; n < tile_rows / 8; ++n) {
-      mma::fragment_b block;
-      mma::load_b_from_rows(block, x + n * 8 * stride<D> + c * 16, stride<D>);
+    for (int n = 0; n < tile_rows / 8; n += 2) {
+      mma::fragment_b block, next;
+      mma::load_b_pair_from_rows(block, next, x + n * 8 * stride<D> + c * 16, stride<D>);
       mma::multiply_add<T>(scores[n], a[c], block);
+      mma::multiply_add<T>(scores[n + 1], a[c], next);
     }
 }
 
@@ -172,13 +188,23 @@ __device__ inline void store_rows(T* out, index_t first_row, index_t width, cons
   }
 }
 
+/// Shared memory of forward and backward_queries: two tiles of keys and two of values, the next
+/// pair landing while the block works on the current one (the second pair's place holds the
+/// block's queries, and output gradients, at the start).
+template <int D>
+inline constexpr int double_buffer_bytes = 4 * tile_rows * stride<D> * 2;
+
+/// Blocks a multiprocessor the forward is compiled for: three cap its registers at 168 (180
+/// unbounded at D = 128, which allows two; a few spill): 1.2 times the speed at D = 128 on an
+/// H200 (docs/benchmarks.md, "GPU: the third run"), the same at 32 and 64, which fit three anyway.
+inline constexpr int forward_blocks_a_multiprocessor = 3;
+
 template <int D, class T, class Rule, class M>
-__global__ void __launch_bounds__(warps * 32)
+__global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out, float* log_sum_exp,
             Rule rule, M modification) {
-  constexpr int S = stride<D>;
-  alignas(16) __shared__ std::uint16_t keys[tile_rows * S];
-  alignas(16) __shared__ std::uint16_t values[tile_rows * S];
+  constexpr int S = stride<D>, tile = tile_rows * S;
+  std::uint16_t* const staged = dynamic_shared_memory<std::uint16_t>();  // [2][keys, values][tile]
   const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};  // the lane's queries
@@ -189,24 +215,34 @@ __global__ void __launch_bounds__(warps * 32)
   const T* const k_head = k + at.kv_row * p.d_k;
   const T* const v_head = v + at.kv_row * p.d_v;
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
+  const auto stage_tile = [&](index_t key, int buffer) {  // keys and values [key, key + tile_rows)
+    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
+    stage<D, true>(staged + buffer * 2 * tile, k_head, key, count, p.d_k, k_vectors);
+    stage<D, true>(staged + buffer * 2 * tile + tile, v_head, key, count, p.d_v, v_vectors);
+    async_copy::commit();
+  };
+  if (block_end > 0) stage_tile(0, 0);
 
   // The warp's 16 queries, as A fragments of D / 16 column blocks, through shared memory.
   mma::fragment_a query[D / 16];
-  stage<D>(keys, q_head, first, p.queries - first < block_rows ? p.queries - first : block_rows, p.d_k, k_vectors);
+  std::uint16_t* const block_queries = staged + 2 * tile;  // the second buffer's keys, until the first prefetch
+  stage<D>(block_queries, q_head, first, p.queries - first < block_rows ? p.queries - first : block_rows, p.d_k,
+           k_vectors);
   __syncthreads();
 #pragma unroll
-  for (int c = 0; c < D / 16; ++c) mma::load_a(query[c], keys + warp * 16 * S + c * 16, S);
+  for (int c = 0; c < D / 16; ++c) mma::load_a(query[c], block_queries + warp * 16 * S + c * 16, S);
 
   float acc[D / 8][4] = {};
   float running_max[2] = {-INFINITY, -INFINITY};  // of scores times log2 e, so that exp2 serves
   float running_sum[2] = {0, 0};                  // the lane's share of its rows' sums
   const float scale = float(p.scale);
   for (index_t key = 0; key < block_end; key += tile_rows) {
-    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
-    __syncthreads();
-    stage<D>(keys, k_head, key, count, p.d_k, k_vectors);
-    stage<D>(values, v_head, key, count, p.d_v, v_vectors);
-    __syncthreads();
+    const int buffer = int(key / tile_rows % 2);
+    async_copy::wait<0>();
+    __syncthreads();  // this tile has landed, and no warp still reads the other buffer
+    if (key + tile_rows < block_end) stage_tile(key + tile_rows, 1 - buffer);
+    const std::uint16_t* const keys = staged + buffer * 2 * tile;
+    const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);
@@ -244,7 +280,7 @@ __global__ void __launch_bounds__(warps * 32)
       for (int e = 0; e < 4; ++e) {
         float weight = exp2f(scores[n][e] - reference[e / 2]);
         running_sum[e / 2] += weight;
-        if (p.dropout > 0) weight *= float(p.kept(b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2));  // after the sum
+        if (p.dropout > 0) weight *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);  // after the sum
         scores[n][e] = weight;
       }
 
@@ -295,22 +331,25 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   return g;
 }
 
-/// Shared memory of backward_keys: keys, values, queries and dO tiles, then log-sum-exps and dots.
+/// 16-bit elements a stage of backward_keys takes: a tile of queries and one of output
+/// gradients, then their rows' log-sum-exps and dots (floats: two numbers each).
 template <int D>
-inline constexpr int backward_keys_bytes = 4 * tile_rows * stride<D> * 2 + 2 * tile_rows * 4;
+inline constexpr int query_stage_elements = 2 * tile_rows * stride<D> + 4 * tile_rows;
+
+/// Shared memory of backward_keys: the block's keys and values, then two stages, the next query
+/// tile landing while the block works on the current one.
+template <int D>
+inline constexpr int backward_keys_bytes = (2 * tile_rows * stride<D> + 2 * query_stage_elements<D>) * 2;
 
 /// dK and dV of 64 keys of one key/value head, over every query of the heads that read them.
 template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                   const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification) {
-  constexpr int S = stride<D>;
+  constexpr int S = stride<D>, tile = tile_rows * S;
   std::uint16_t* const keys = dynamic_shared_memory<std::uint16_t>();
-  std::uint16_t* const values = keys + tile_rows * S;
-  std::uint16_t* const queries = values + tile_rows * S;
-  std::uint16_t* const d_outs = queries + tile_rows * S;
-  float* const lse_tile = reinterpret_cast<float*>(d_outs + tile_rows * S);
-  float* const dots_tile = lse_tile + tile_rows;
+  std::uint16_t* const values = keys + tile;
+  std::uint16_t* const stages = values + tile;  // [2][queries, d_outs, log-sum-exps, dots]
 
   const index_t b = blockIdx.z, kv_head = blockIdx.y, first_key = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
@@ -319,61 +358,90 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys;
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
-  const index_t block_keys = p.keys - first_key < block_rows ? p.keys - first_key : block_rows;
-  stage<D>(keys, k + kv_row * p.d_k, first_key, block_keys, p.d_k, k_vectors);
-  stage<D>(values, v + kv_row * p.d_v, first_key, block_keys, p.d_v, v_vectors);
-
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float scale = float(p.scale);
   const index_t group = p.heads / p.kv_heads;
-  // Keys past the sentence's end are seen by no query: their gradients are 0.
-  const index_t heads_end = first_key < key_end ? (kv_head + 1) * group : kv_head * group;
+  // The query tiles, head after head of the group, as one sequence: step n reads tile n % tiles
+  // of head first_head + n / tiles. Keys past the sentence's end are seen by no query: no steps,
+  // and their gradients are 0.
+  const index_t first_head = kv_head * group;
   const index_t first_query = kernels::first_query_seeing(p, first_key);
-  for (index_t h = kv_head * group; h < heads_end; ++h) {
-    const index_t query_row = (b * p.heads + h) * p.queries;
-    for (index_t query = first_query - first_query % tile_rows; query < p.queries; query += tile_rows) {
-      const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
-      __syncthreads();
-      stage<D>(queries, q + query_row * p.d_k, query, count, p.d_k, k_vectors);
-      stage<D>(d_outs, d_out + query_row * p.d_v, query, count, p.d_v, v_vectors);
-      for (int r = int(threadIdx.x); r < tile_rows; r += int(blockDim.x)) {
-        lse_tile[r] = r < count ? log_sum_exp[query_row + query + r] : -INFINITY;
-        dots_tile[r] = r < count ? dots[query_row + query + r] : 0.f;
+  const index_t first_tile = first_query - first_query % tile_rows;
+  const index_t tiles = first_tile < p.queries ? (p.queries - first_tile + tile_rows - 1) / tile_rows : 0;
+  const index_t steps = first_key < key_end ? group * tiles : 0;
+  const auto stage_queries = [&](index_t step, int buffer) {
+    const index_t query_row = (b * p.heads + first_head + step / tiles) * p.queries;
+    const index_t query = first_tile + step % tiles * tile_rows;
+    const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
+    std::uint16_t* const to = stages + buffer * query_stage_elements<D>;
+    stage<D, true>(to, q + query_row * p.d_k, query, count, p.d_k, k_vectors);
+    stage<D, true>(to + tile, d_out + query_row * p.d_v, query, count, p.d_v, v_vectors);
+    float* const lse_tile = reinterpret_cast<float*>(to + 2 * tile);
+    float* const dots_tile = lse_tile + tile_rows;
+    for (int r = int(threadIdx.x); r < tile_rows; r += int(blockDim.x)) {
+      if (r < count) {
+        async_copy::copy_4_bytes(lse_tile + r, log_sum_exp + query_row + query + r);
+        async_copy::copy_4_bytes(dots_tile + r, dots + query_row + query + r);
+      } else {
+        lse_tile[r] = -INFINITY, dots_tile[r] = 0.f;
       }
-      __syncthreads();
-
-      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's 16 keys and the tile's 64 queries.
-      float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
-#pragma unroll
-      for (int c = 0; c < D / 16; ++c) {
-        mma::fragment_a key_block, value_block;
-        mma::load_a(key_block, keys + warp * 16 * S + c * 16, S);
-        mma::load_a(value_block, values + warp * 16 * S + c * 16, S);
-#pragma unroll
-        for (int n = 0; n < tile_rows / 8; ++n) {
-          mma::fragment_b query_block, d_out_block;
-          mma::load_b_from_rows(query_block, queries + n * 8 * S + c * 16, S);
-          mma::load_b_from_rows(d_out_block, d_outs + n * 8 * S + c * 16, S);
-          mma::multiply_add<T>(scores[n], key_block, query_block);
-          mma::multiply_add<T>(d_weights[n], value_block, d_out_block);
-        }
-      }
-      // Pᵀ (dropped out) into scores, scale · dSᵀ into d_weights.
-      const bool whole = unmasked<Rule>(p, query, query + tile_rows - 1, first_key, key_end, bias);
-#pragma unroll
-      for (int n = 0; n < tile_rows / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int column = n * 8 + 2 * t + e % 2;
-          const pair_gradient g =
-              gradient_of(p, b, h, query + column, rows[e / 2], key_end, bias, rule, modification, whole, scores[n][e],
-                          d_weights[n][e], lse_tile[column], dots_tile[column], nullptr);
-          scores[n][e] = g.weight;
-          d_weights[n][e] = scale * g.d_score;
-        }
-      multiply_add_tile<T, D>(dv, scores, d_outs);    // dV += Pᵀ·dO
-      multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
     }
+  };
+  if (steps > 0) {  // (a block must not leave with copies in flight)
+    const index_t block_keys = p.keys - first_key < block_rows ? p.keys - first_key : block_rows;
+    stage<D, true>(keys, k + kv_row * p.d_k, first_key, block_keys, p.d_k, k_vectors);
+    stage<D, true>(values, v + kv_row * p.d_v, first_key, block_keys, p.d_v, v_vectors);
+    stage_queries(0, 0);
+    async_copy::commit();
+  }
+
+  for (index_t step = 0; step < steps; ++step) {
+    const int buffer = int(step % 2);
+    async_copy::wait<0>();
+    __syncthreads();  // this stage has landed, and no warp still reads the other one
+    if (step + 1 < steps) {
+      stage_queries(step + 1, 1 - buffer);
+      async_copy::commit();
+    }
+    const index_t h = first_head + step / tiles, query = first_tile + step % tiles * tile_rows;
+    const std::uint16_t* const queries = stages + buffer * query_stage_elements<D>;
+    const std::uint16_t* const d_outs = queries + tile;
+    const float* const lse_tile = reinterpret_cast<const float*>(d_outs + tile);
+    const float* const dots_tile = lse_tile + tile_rows;
+
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's 16 keys and the tile's 64 queries.
+    float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
+#pragma unroll
+    for (int c = 0; c < D / 16; ++c) {
+      mma::fragment_a key_block, value_block;
+      mma::load_a(key_block, keys + warp * 16 * S + c * 16, S);
+      mma::load_a(value_block, values + warp * 16 * S + c * 16, S);
+#pragma unroll
+      for (int n = 0; n < tile_rows / 8; n += 2) {
+        mma::fragment_b query_block, next_query_block, d_out_block, next_d_out_block;
+        mma::load_b_pair_from_rows(query_block, next_query_block, queries + n * 8 * S + c * 16, S);
+        mma::load_b_pair_from_rows(d_out_block, next_d_out_block, d_outs + n * 8 * S + c * 16, S);
+        mma::multiply_add<T>(scores[n], key_block, query_block);
+        mma::multiply_add<T>(scores[n + 1], key_block, next_query_block);
+        mma::multiply_add<T>(d_weights[n], value_block, d_out_block);
+        mma::multiply_add<T>(d_weights[n + 1], value_block, next_d_out_block);
+      }
+    }
+    // Pᵀ (dropped out) into scores, scale · dSᵀ into d_weights.
+    const bool whole = unmasked<Rule>(p, query, query + tile_rows - 1, first_key, key_end, bias);
+#pragma unroll
+    for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int column = n * 8 + 2 * t + e % 2;
+        const pair_gradient g =
+            gradient_of(p, b, h, query + column, rows[e / 2], key_end, bias, rule, modification, whole, scores[n][e],
+                        d_weights[n][e], lse_tile[column], dots_tile[column], nullptr);
+        scores[n][e] = g.weight;
+        d_weights[n][e] = scale * g.d_score;
+      }
+    multiply_add_tile<T, D>(dv, scores, d_outs);    // dV += Pᵀ·dO
+    multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
   }
   const float unscaled[2] = {1, 1};
   store_rows<T, D>(d_k, kv_row, p.d_k, dk, rows, p.keys, unscaled);
@@ -393,9 +461,8 @@ __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                      const float* log_sum_exp, const float* dots, T* d_q, Rule rule, M modification,
                      float* input_gradients, index_t first_sentence) {
-  constexpr int S = stride<D>;
-  alignas(16) __shared__ std::uint16_t keys[tile_rows * S];
-  alignas(16) __shared__ std::uint16_t values[tile_rows * S];
+  constexpr int S = stride<D>, tile = tile_rows * S;
+  std::uint16_t* const staged = dynamic_shared_memory<std::uint16_t>();  // [2][keys, values][tile]
   const index_t b = first_sentence + blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};
@@ -404,17 +471,26 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t block_end = kernels::keys_seen(p, first, block_rows, key_end);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
+  const auto stage_tile = [&](index_t key, int buffer) {  // keys and values [key, key + tile_rows)
+    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
+    stage<D, true>(staged + buffer * 2 * tile, k + at.kv_row * p.d_k, key, count, p.d_k, k_vectors);
+    stage<D, true>(staged + buffer * 2 * tile + tile, v + at.kv_row * p.d_v, key, count, p.d_v, v_vectors);
+    async_copy::commit();
+  };
+  if (block_end > 0) stage_tile(0, 0);
 
   // The warp's queries and output gradients as A fragments, through shared memory.
   mma::fragment_a query[D / 16], d_output[D / 16];
-  const index_t block_queries = p.queries - first < block_rows ? p.queries - first : block_rows;
-  stage<D>(keys, q + at.query_row * p.d_k, first, block_queries, p.d_k, k_vectors);
-  stage<D>(values, d_out + at.query_row * p.d_v, first, block_queries, p.d_v, v_vectors);
+  const index_t query_count = p.queries - first < block_rows ? p.queries - first : block_rows;
+  std::uint16_t* const block_queries = staged + 2 * tile;  // the second buffer, until the first prefetch
+  std::uint16_t* const block_d_outs = staged + 3 * tile;
+  stage<D>(block_queries, q + at.query_row * p.d_k, first, query_count, p.d_k, k_vectors);
+  stage<D>(block_d_outs, d_out + at.query_row * p.d_v, first, query_count, p.d_v, v_vectors);
   __syncthreads();
 #pragma unroll
   for (int c = 0; c < D / 16; ++c) {
-    mma::load_a(query[c], keys + warp * 16 * S + c * 16, S);
-    mma::load_a(d_output[c], values + warp * 16 * S + c * 16, S);
+    mma::load_a(query[c], block_queries + warp * 16 * S + c * 16, S);
+    mma::load_a(d_output[c], block_d_outs + warp * 16 * S + c * 16, S);
   }
   float lse[2], dot[2];
   float* slot[2] = {nullptr, nullptr};  // the lane's share of its rows' learned gradients
@@ -432,11 +508,12 @@ __global__ void __launch_bounds__(warps * 32)
   float dq[D / 8][4] = {};
   const float scale = float(p.scale);
   for (index_t key = 0; key < block_end; key += tile_rows) {
-    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
-    __syncthreads();
-    stage<D>(keys, k + at.kv_row * p.d_k, key, count, p.d_k, k_vectors);
-    stage<D>(values, v + at.kv_row * p.d_v, key, count, p.d_v, v_vectors);
-    __syncthreads();
+    const int buffer = int(key / tile_rows % 2);
+    async_copy::wait<0>();
+    __syncthreads();  // this tile has landed, and no warp still reads the other buffer
+    if (key + tile_rows < block_end) stage_tile(key + tile_rows, 1 - buffer);
+    const std::uint16_t* const keys = staged + buffer * 2 * tile;
+    const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);          // S = Q·Kᵀ
