@@ -202,12 +202,12 @@ def torch_worker(spec):
     torch.manual_seed(spec["seed"])
     torch.set_num_threads(spec["threads"])
     device = torch.device(spec.get("device", "cpu"))
-    if device.type == "cuda":  # fp32 products in fp32, as attn-train's --precision fp32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    precision = spec.get("precision", "fp32")
+    if device.type == "cuda":  # fp32 products in fp32, or in TF32 for --precision tf32, as attn-train's
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
     # --precision bf16 / fp16: automatic mixed precision (fp32 weights and optimizer, products in
     # 16 bits), fp16 with PyTorch's dynamic loss scaling, as attn-train's --precision.
-    precision = spec.get("precision", "fp32")
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
@@ -271,10 +271,12 @@ def torch_worker(spec):
 # --- the parent -----------------------------------------------------------------------------
 
 # Dense peaks from NVIDIA's data sheets, by a part of the device's name (the first match wins):
-# fp32 without tensor cores (TF32 is off on both sides), and 16-bit tensor cores (bf16 = fp16,
-# dense, without sparsity) for --precision bf16 and fp16.
+# fp32 without tensor cores (TF32 is off on both sides), TF32 tensor cores for --precision tf32,
+# and 16-bit tensor cores (bf16 = fp16), for --precision bf16 and fp16; all without sparsity.
 FP32_PEAK_TFLOPS = (("H100 PCIe", 51.2), ("H100 NVL", 60.0), ("H100", 66.9), ("H200", 66.9), ("GH200", 66.9),
                     ("A100", 19.5), ("L40S", 91.6), ("A10", 31.2))
+TF32_PEAK_TFLOPS = (("H100 PCIe", 378.0), ("H100", 494.7), ("H200", 494.7), ("GH200", 494.7), ("A100", 156.0),
+                    ("L40S", 183.0))
 HALF_PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4), ("A100", 312.0),
                     ("L40S", 362.1))
 
@@ -363,9 +365,10 @@ def parse_args():
                    help="cpu, or cuda: both sides on the GPU in fp32 (TF32 off), peak device memory reported")
     p.add_argument("--attention-path", choices=["automatic", "fused", "unfused"], default="automatic",
                    help="attn-train --attention-path: attn's fused kernel, its unfused path, or its choice")
-    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                   help="both sides: fp32, or 16-bit products over fp32 weights (attn-train --precision; PyTorch "
-                        "autocast, with GradScaler for fp16) (default: fp32)")
+    p.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32",
+                   help="both sides: fp32; tf32 (GPU only: fp32 products on tensor cores, PyTorch's allow_tf32); "
+                        "or 16-bit products over fp32 weights (attn-train --precision; PyTorch autocast, with "
+                        "GradScaler for fp16) (default: fp32)")
     p.add_argument("--omp-wait-policy", choices=["ACTIVE", "PASSIVE"], default="ACTIVE",
                    help="OMP_WAIT_POLICY for both sides (default: ACTIVE; PASSIVE beside other work)")
     p.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary attn-train trains (default: 8000)")
@@ -391,6 +394,8 @@ def parse_args():
             p.error(f"--skip must be at least 0 and below --steps ({args.steps})")
         if args.vocab_size < 8:
             p.error("--vocab-size must be at least 8")
+        if args.precision == "tf32" and not args.device.startswith("cuda"):
+            p.error("--precision tf32 is for --device cuda (TF32 products are a GPU's tensor cores)")
         if (args.src is None) != (args.tgt is None):
             p.error("give both --src and --tgt, or neither")
         for path in (args.src, args.tgt):
@@ -483,8 +488,9 @@ def main():
     print(f"steps:      {args.steps}, the first {args.skip} untimed: {attn['timed_steps']} timed, "
           f"{timed:,} target tokens" + ("" if same_batches else f" (PyTorch {int(torch_side['timed_tokens']):,})"))
     print(f"PyTorch:    {info['torch']} ({info['python']}), model {model}")
-    print(f"precision:  {args.precision}" + ("" if args.precision == "fp32" else
-          " (attn-train --precision; PyTorch autocast" + (" with GradScaler)" if args.precision == "fp16" else ")")))
+    print(f"precision:  {args.precision}" + {"fp32": "", "tf32": " (attn-train --precision; PyTorch allow_tf32)"}.get(
+          args.precision, " (attn-train --precision; PyTorch autocast" + (" with GradScaler)" if args.precision == "fp16"
+                                                                           else ")")))
     print()
     print("| side | target tok/s | peak RSS MiB |")
     print("| --- | ---: | ---: |")
@@ -495,7 +501,7 @@ def main():
     timed_records = sorted(train_records(records, "PyTorch worker"), key=lambda r: r["step"])[args.skip:]
     flops = sum(model_flops(d_model, d_ff, layers, info["vocab"], r.get("source_tokens", 0), r["tokens"])
                 for r in timed_records)
-    peaks = FP32_PEAK_TFLOPS if args.precision == "fp32" else HALF_PEAK_TFLOPS
+    peaks = {"fp32": FP32_PEAK_TFLOPS, "tf32": TF32_PEAK_TFLOPS}.get(args.precision, HALF_PEAK_TFLOPS)
     peak = next((tflops for part, tflops in peaks if info.get("gpu") and part in info["gpu"]), None)
     utilisation = {}
     for name, side in (("attn", attn), ("PyTorch", torch_side)):
@@ -505,7 +511,7 @@ def main():
         utilisation[name] = side["model_tflops_per_s"]
     if same_batches:
         print()
-        kind = "fp32" if args.precision == "fp32" else "16-bit tensor-core"
+        kind = {"fp32": "fp32", "tf32": "TF32 tensor-core"}.get(args.precision, "16-bit tensor-core")
         line = ", ".join(f"{name} {value:.2f}" + (f" ({100 * value / peak:.1f}% of the {peak} {kind} peak)" if peak else "")
                          for name, value in utilisation.items())
         print(f"model TFLOP/s (6 x weights x tokens, attention products aside): {line}"
