@@ -2,9 +2,10 @@
 // plans with the score given, and index plans for the learned inputs) against its host form
 // (grad/fused_attention.hpp's evaluated_modification: element_at and input_offset), at every
 // score of a small [batch, heads, queries, keys]: the modified score, its derivative by the score,
-// and what each score adds to each input's gradient. Modifications through every node an index
-// plan passes: broadcast (ALiBi's slopes, a soft cap's caps), select, and a relative-position
-// table read through a slice and a permute.
+// and what each score adds to each input's gradient, with the plans' indices in 32 bits (as these
+// small sizes take them) and forced to 64 (as scores past 2³¹ take them). Modifications through
+// every node an index plan passes: broadcast (ALiBi's slopes, a soft cap's caps), select, and a
+// relative-position table read through a slice and a permute.
 #include "gpu_test.cuh"
 
 #include <attn/cuda/score_modification.cuh>
@@ -74,6 +75,34 @@ double largest_difference(const std::vector<float>& got, const std::vector<float
   return worst;
 }
 
+/// The device form m at every score against the host form's values, slopes and gradients.
+template <class M>
+void compare_on_device(const std::string& name, const M& m, index_t count, const std::vector<float>& values,
+                       const std::vector<float>& slopes, const std::vector<float>& gradients) {
+  float *values_d = nullptr, *slopes_d = nullptr, *gradients_d = nullptr;
+  cuda_ok(cudaMalloc(&values_d, count * sizeof(float)), "cudaMalloc");
+  cuda_ok(cudaMalloc(&slopes_d, count * sizeof(float)), "cudaMalloc");
+  cuda_ok(cudaMalloc(&gradients_d, count * m.size * sizeof(float)), "cudaMalloc");
+  cuda_ok(cudaMemset(gradients_d, 0, count * m.size * sizeof(float)), "cudaMemset");
+  evaluate_each<<<unsigned((count + 127) / 128), 128, 0, attn::cuda_backend::stream()>>>(m, count, values_d, slopes_d,
+                                                                                         gradients_d);
+  cuda_ok(cudaGetLastError(), "evaluate_each");
+  const double value_error = largest_difference(download_floats(values_d, count), values);
+  const double slope_error = largest_difference(download_floats(slopes_d, count), slopes);
+  const double gradient_error = largest_difference(download_floats(gradients_d, count * m.size), gradients);
+  for (float* p : {values_d, slopes_d, gradients_d}) cudaFree(p);
+  // The same float operations on both sides; tanh and the compilers' contractions may differ
+  // in the last place.
+  const double tolerance = 1e-6;
+  char detail[96];
+  std::snprintf(detail, sizeof detail, "largest relative difference %.2e", value_error);
+  expect(value_error < tolerance, name + ": modified scores", detail);
+  std::snprintf(detail, sizeof detail, "largest relative difference %.2e", slope_error);
+  expect(slope_error < tolerance, name + ": derivative by the score", detail);
+  std::snprintf(detail, sizeof detail, "largest relative difference %.2e", gradient_error);
+  expect(gradient_error < tolerance, name + ": inputs' gradients, at the elements read", detail);
+}
+
 /// f(s, x) with x's values host_x, on both sides; x learns.
 template <class F, class X>
 void compare(const std::string& name, const F& f, const tensor<float, X, attn::cpu>& host_x) {
@@ -90,29 +119,13 @@ void compare(const std::string& name, const F& f, const tensor<float, X, attn::c
 
   std::vector<float> values, slopes, gradients;
   host_each(on_host, sizes, values, slopes, gradients);
-  const index_t count = sizes.size();
-  float *values_d = nullptr, *slopes_d = nullptr, *gradients_d = nullptr;
-  cuda_ok(cudaMalloc(&values_d, count * sizeof(float)), "cudaMalloc");
-  cuda_ok(cudaMalloc(&slopes_d, count * sizeof(float)), "cudaMalloc");
-  cuda_ok(cudaMalloc(&gradients_d, count * on_device.size * sizeof(float)), "cudaMalloc");
-  cuda_ok(cudaMemset(gradients_d, 0, count * on_device.size * sizeof(float)), "cudaMemset");
-  evaluate_each<<<unsigned((count + 127) / 128), 128, 0, attn::cuda_backend::stream()>>>(on_device, count, values_d,
-                                                                                         slopes_d, gradients_d);
-  cuda_ok(cudaGetLastError(), "evaluate_each");
-  const double value_error = largest_difference(download_floats(values_d, count), values);
-  const double slope_error = largest_difference(download_floats(slopes_d, count), slopes);
-  const double gradient_error = largest_difference(download_floats(gradients_d, count * on_device.size), gradients);
-  for (float* p : {values_d, slopes_d, gradients_d}) cudaFree(p);
-  // The same float operations on both sides; tanh and the compilers' contractions may differ
-  // in the last place.
-  const double tolerance = 1e-6;
-  char detail[96];
-  std::snprintf(detail, sizeof detail, "largest relative difference %.2e", value_error);
-  expect(value_error < tolerance, name + ": modified scores", detail);
-  std::snprintf(detail, sizeof detail, "largest relative difference %.2e", slope_error);
-  expect(slope_error < tolerance, name + ": derivative by the score", detail);
-  std::snprintf(detail, sizeof detail, "largest relative difference %.2e", gradient_error);
-  expect(gradient_error < tolerance, name + ": inputs' gradients, at the elements read", detail);
+  // The plans in 32 bits (every index of these scores fits) and in 64 (what scores past 2³¹
+  // take; forced here, where the sizes are small).
+  auto wide = on_device;
+  wide.narrow = false;
+  expect(on_device.narrow, name + ": a small problem's indices in 32 bits");
+  for (const auto& [m, bits] : {std::pair{on_device, " (32-bit indices)"}, std::pair{wide, " (64-bit indices)"}})
+    compare_on_device(name + bits, m, sizes.size(), values, slopes, gradients);
 }
 
 }  // namespace
