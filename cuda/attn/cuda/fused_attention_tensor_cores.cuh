@@ -188,6 +188,37 @@ __device__ inline void store_rows(T* out, index_t first_row, index_t width, cons
   }
 }
 
+/// The key and value tiles [key, key + tile_rows) of one key/value head up to `end`, two at a
+/// time in `staged` ([2][keys, values][tile]): the forward's and the dQ kernel's walk over the
+/// keys, the next tile copied while the block works on the current one.
+template <int D, class T>
+struct key_value_tiles {
+  std::uint16_t* staged;
+  const T* k_head;
+  const T* v_head;
+  index_t end, d_k, d_v;
+  bool k_vectors, v_vectors;
+
+  static constexpr int tile = tile_rows * stride<D>;
+
+  /// Starts copying the tile at `key` into its buffer.
+  __device__ void prefetch(index_t key) const {
+    std::uint16_t* const keys = staged + int(key / tile_rows % 2) * 2 * tile;
+    const index_t count = end - key < tile_rows ? end - key : tile_rows;
+    stage<D, true>(keys, k_head, key, count, d_k, k_vectors);
+    stage<D, true>(keys + tile, v_head, key, count, d_v, v_vectors);
+    async_copy::commit();
+  }
+  /// Waits for the tile at `key`, starts the next, and returns the tile's keys (its values follow
+  /// them, `tile` numbers on).
+  __device__ const std::uint16_t* arrive(index_t key) const {
+    async_copy::wait<0>();
+    __syncthreads();  // this tile has landed, and no warp still reads the other buffer
+    if (key + tile_rows < end) prefetch(key + tile_rows);
+    return staged + int(key / tile_rows % 2) * 2 * tile;
+  }
+};
+
 /// Shared memory of forward and backward_queries: two tiles of keys and two of values, the next
 /// pair landing while the block works on the current one (the second pair's place holds the
 /// block's queries, and output gradients, at the start).
@@ -215,13 +246,8 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   const T* const k_head = k + at.kv_row * p.d_k;
   const T* const v_head = v + at.kv_row * p.d_v;
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
-  const auto stage_tile = [&](index_t key, int buffer) {  // keys and values [key, key + tile_rows)
-    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
-    stage<D, true>(staged + buffer * 2 * tile, k_head, key, count, p.d_k, k_vectors);
-    stage<D, true>(staged + buffer * 2 * tile + tile, v_head, key, count, p.d_v, v_vectors);
-    async_copy::commit();
-  };
-  if (block_end > 0) stage_tile(0, 0);
+  const key_value_tiles<D, T> tiles{staged, k_head, v_head, block_end, p.d_k, p.d_v, k_vectors, v_vectors};
+  if (block_end > 0) tiles.prefetch(0);
 
   // The warp's 16 queries, as A fragments of D / 16 column blocks, through shared memory.
   mma::fragment_a query[D / 16];
@@ -237,11 +263,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   float running_sum[2] = {0, 0};                  // the lane's share of its rows' sums
   const float scale = float(p.scale);
   for (index_t key = 0; key < block_end; key += tile_rows) {
-    const int buffer = int(key / tile_rows % 2);
-    async_copy::wait<0>();
-    __syncthreads();  // this tile has landed, and no warp still reads the other buffer
-    if (key + tile_rows < block_end) stage_tile(key + tile_rows, 1 - buffer);
-    const std::uint16_t* const keys = staged + buffer * 2 * tile;
+    const std::uint16_t* const keys = tiles.arrive(key);
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {};
@@ -471,13 +493,9 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t block_end = kernels::keys_seen(p, first, block_rows, key_end);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
-  const auto stage_tile = [&](index_t key, int buffer) {  // keys and values [key, key + tile_rows)
-    const index_t count = block_end - key < tile_rows ? block_end - key : tile_rows;
-    stage<D, true>(staged + buffer * 2 * tile, k + at.kv_row * p.d_k, key, count, p.d_k, k_vectors);
-    stage<D, true>(staged + buffer * 2 * tile + tile, v + at.kv_row * p.d_v, key, count, p.d_v, v_vectors);
-    async_copy::commit();
-  };
-  if (block_end > 0) stage_tile(0, 0);
+  const key_value_tiles<D, T> tiles{staged, k + at.kv_row * p.d_k, v + at.kv_row * p.d_v, block_end, p.d_k, p.d_v,
+                                    k_vectors, v_vectors};
+  if (block_end > 0) tiles.prefetch(0);
 
   // The warp's queries and output gradients as A fragments, through shared memory.
   mma::fragment_a query[D / 16], d_output[D / 16];
@@ -508,11 +526,7 @@ __global__ void __launch_bounds__(warps * 32)
   float dq[D / 8][4] = {};
   const float scale = float(p.scale);
   for (index_t key = 0; key < block_end; key += tile_rows) {
-    const int buffer = int(key / tile_rows % 2);
-    async_copy::wait<0>();
-    __syncthreads();  // this tile has landed, and no warp still reads the other buffer
-    if (key + tile_rows < block_end) stage_tile(key + tile_rows, 1 - buffer);
-    const std::uint16_t* const keys = staged + buffer * 2 * tile;
+    const std::uint16_t* const keys = tiles.arrive(key);
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
