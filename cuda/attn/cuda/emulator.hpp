@@ -284,7 +284,10 @@ class block_runner {
     fiber& f = *current_;
     if (f.async_group_ends.size() <= pending) return;
     const std::size_t groups = f.async_group_ends.size() - pending, done = f.async_group_ends[groups - 1];
-    for (std::size_t c = 0; c < done; ++c) std::memcpy(f.async_copies[c].to, f.async_copies[c].data, f.async_copies[c].bytes);
+    for (std::size_t c = 0; c < done; ++c) {
+      const auto& copy = f.async_copies[c];
+      std::memcpy(copy.to, copy.data, copy.bytes);
+    }
     f.async_copies.erase(f.async_copies.begin(), f.async_copies.begin() + std::ptrdiff_t(done));
     f.async_group_ends.erase(f.async_group_ends.begin(), f.async_group_ends.begin() + std::ptrdiff_t(groups));
     for (auto& end : f.async_group_ends) end -= done;

@@ -52,7 +52,7 @@ struct fused_attention_launch {
       constexpr int D = decltype(width)::value;
       if constexpr (is_float16_storage<T>) {
         if (tensor_cores::enabled()) {
-          constexpr int bytes = tensor_cores::double_buffer_bytes<D>;
+          constexpr int bytes = tensor_cores::key_value_tiles_bytes<D>;
           const auto kernel = tensor_cores::forward<D, T, Rule, M>;
           Runtime::allow_shared_memory(kernel, bytes);
           const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
@@ -129,7 +129,7 @@ struct fused_attention_launch {
       const auto queries = [&](index_t first, index_t sentences) {
         if constexpr (is_float16_storage<T>) {
           if (on_tensor_cores) {
-            constexpr int bytes = tensor_cores::double_buffer_bytes<D>;
+            constexpr int bytes = tensor_cores::key_value_tiles_bytes<D>;
             const auto kernel = tensor_cores::backward_queries<D, T, Rule, M>;
             Runtime::allow_shared_memory(kernel, bytes);
             const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(sentences));

@@ -110,8 +110,8 @@ ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, std::int
 /// Weight (b, h, i, j)'s dropout factor, out of line: the counter-based generator inlined at each
 /// of a lane's 32 weights a tile took 70 of the forward kernel's 250 registers at D = 128, even
 /// where dropout is off, and with them half its blocks a multiprocessor.
-ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(const fused_attention_problem& p, index_t b, index_t h, index_t i,
-                                                index_t j) {
+ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(const fused_attention_problem& p, index_t b, index_t h,
+                                                          index_t i, index_t j) {
   return float(p.kept(b, h, i, j));
 }
 
@@ -209,9 +209,10 @@ struct key_value_tiles {
     stage<D, true>(keys + tile, v_head, key, count, d_v, v_vectors);
     async_copy::commit();
   }
-  /// Waits for the tile at `key`, starts the next, and returns the tile's keys (its values follow
-  /// them, `tile` numbers on).
-  __device__ const std::uint16_t* arrive(index_t key) const {
+  /// Waits for the tile at `key` (every thread's copies, and every warp done with the tile
+  /// before), starts copying the next one, and returns the tile's keys (its values follow them,
+  /// `tile` numbers on).
+  __device__ const std::uint16_t* wait_for(index_t key) const {
     async_copy::wait<0>();
     __syncthreads();  // this tile has landed, and no warp still reads the other buffer
     if (key + tile_rows < end) prefetch(key + tile_rows);
@@ -223,7 +224,7 @@ struct key_value_tiles {
 /// pair landing while the block works on the current one (the second pair's place holds the
 /// block's queries, and output gradients, at the start).
 template <int D>
-inline constexpr int double_buffer_bytes = 4 * tile_rows * stride<D> * 2;
+inline constexpr int key_value_tiles_bytes = 4 * tile_rows * stride<D> * 2;
 
 /// Blocks a multiprocessor the forward is compiled for: three cap its registers at 168 (180
 /// unbounded at D = 128, which allows two; a few spill): 1.2 times the speed at D = 128 on an
@@ -263,7 +264,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   float running_sum[2] = {0, 0};                  // the lane's share of its rows' sums
   const float scale = float(p.scale);
   for (index_t key = 0; key < block_end; key += tile_rows) {
-    const std::uint16_t* const keys = tiles.arrive(key);
+    const std::uint16_t* const keys = tiles.wait_for(key);
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {};
@@ -302,7 +303,8 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
       for (int e = 0; e < 4; ++e) {
         float weight = exp2f(scores[n][e] - reference[e / 2]);
         running_sum[e / 2] += weight;
-        if (p.dropout > 0) weight *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);  // after the sum
+        // After the sum: dropout acts on softmax's output, whose normaliser counts every weight.
+        if (p.dropout > 0) weight *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);
         scores[n][e] = weight;
       }
 
@@ -383,17 +385,17 @@ __global__ void __launch_bounds__(warps * 32)
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float scale = float(p.scale);
   const index_t group = p.heads / p.kv_heads;
-  // The query tiles, head after head of the group, as one sequence: step n reads tile n % tiles
-  // of head first_head + n / tiles. Keys past the sentence's end are seen by no query: no steps,
+  // The query tiles, head after head of the group, as one sequence: step n reads tile
+  // n % query_tiles of head first_head + n / query_tiles. Keys past the sentence's end are seen by no query: no steps,
   // and their gradients are 0.
   const index_t first_head = kv_head * group;
   const index_t first_query = kernels::first_query_seeing(p, first_key);
   const index_t first_tile = first_query - first_query % tile_rows;
-  const index_t tiles = first_tile < p.queries ? (p.queries - first_tile + tile_rows - 1) / tile_rows : 0;
-  const index_t steps = first_key < key_end ? group * tiles : 0;
+  const index_t query_tiles = first_tile < p.queries ? (p.queries - first_tile + tile_rows - 1) / tile_rows : 0;
+  const index_t steps = first_key < key_end ? group * query_tiles : 0;
   const auto stage_queries = [&](index_t step, int buffer) {
-    const index_t query_row = (b * p.heads + first_head + step / tiles) * p.queries;
-    const index_t query = first_tile + step % tiles * tile_rows;
+    const index_t query_row = (b * p.heads + first_head + step / query_tiles) * p.queries;
+    const index_t query = first_tile + step % query_tiles * tile_rows;
     const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
     std::uint16_t* const to = stages + buffer * query_stage_elements<D>;
     stage<D, true>(to, q + query_row * p.d_k, query, count, p.d_k, k_vectors);
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(warps * 32)
       stage_queries(step + 1, 1 - buffer);
       async_copy::commit();
     }
-    const index_t h = first_head + step / tiles, query = first_tile + step % tiles * tile_rows;
+    const index_t h = first_head + step / query_tiles, query = first_tile + step % query_tiles * tile_rows;
     const std::uint16_t* const queries = stages + buffer * query_stage_elements<D>;
     const std::uint16_t* const d_outs = queries + tile;
     const float* const lse_tile = reinterpret_cast<const float*>(d_outs + tile);
@@ -526,7 +528,7 @@ __global__ void __launch_bounds__(warps * 32)
   float dq[D / 8][4] = {};
   const float scale = float(p.scale);
   for (index_t key = 0; key < block_end; key += tile_rows) {
-    const std::uint16_t* const keys = tiles.arrive(key);
+    const std::uint16_t* const keys = tiles.wait_for(key);
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
