@@ -203,7 +203,9 @@ def torch_worker(spec):
     torch.set_num_threads(spec["threads"])
     device = torch.device(spec.get("device", "cpu"))
     precision = spec.get("precision", "fp32")
-    if device.type == "cuda":  # fp32 products in fp32, or in TF32 for --precision tf32, as attn-train's
+    # fp32 products in fp32, or in TF32 for --precision tf32, as attn-train's (with --attention-path
+    # fused, attn's fp32 fused kernel stays on CUDA cores where PyTorch's attention goes to TF32).
+    if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
     # --precision bf16 / fp16: automatic mixed precision (fp32 weights and optimizer, products in
@@ -362,7 +364,7 @@ def parse_args():
     p.add_argument("--batch-tokens", type=int, default=2000, help="padded tokens a side in a batch (default: 2000)")
     p.add_argument("--threads", type=int, default=2, help="threads on each side (default: 2)")
     p.add_argument("--device", default="cpu",
-                   help="cpu, or cuda: both sides on the GPU in fp32 (TF32 off), peak device memory reported")
+                   help="cpu, or cuda: both sides on the GPU in --precision's arithmetic, peak device memory reported")
     p.add_argument("--attention-path", choices=["automatic", "fused", "unfused"], default="automatic",
                    help="attn-train --attention-path: attn's fused kernel, its unfused path, or its choice")
     p.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32",
