@@ -203,7 +203,7 @@ struct key_value_tiles {
 
   /// Starts copying the tile at `key` into its buffer.
   __device__ void prefetch(index_t key) const {
-    std::uint16_t* const keys = staged + int(key / tile_rows % 2) * 2 * tile;
+    std::uint16_t* const keys = keys_of(key);
     const index_t count = end - key < tile_rows ? end - key : tile_rows;
     stage<D, true>(keys, k_head, key, count, d_k, k_vectors);
     stage<D, true>(keys + tile, v_head, key, count, d_v, v_vectors);
@@ -216,8 +216,10 @@ struct key_value_tiles {
     async_copy::wait<0>();
     __syncthreads();  // this tile has landed, and no warp still reads the other buffer
     if (key + tile_rows < end) prefetch(key + tile_rows);
-    return staged + int(key / tile_rows % 2) * 2 * tile;
+    return keys_of(key);
   }
+  /// Where the tile at `key` lives: tiles alternate between the two buffers.
+  __device__ std::uint16_t* keys_of(index_t key) const { return staged + int(key / tile_rows % 2) * 2 * tile; }
 };
 
 /// Shared memory of forward and backward_queries: two tiles of keys and two of values, the next
@@ -386,16 +388,20 @@ __global__ void __launch_bounds__(warps * 32)
   const float scale = float(p.scale);
   const index_t group = p.heads / p.kv_heads;
   // The query tiles, head after head of the group, as one sequence: step n reads tile
-  // n % query_tiles of head first_head + n / query_tiles. Keys past the sentence's end are seen by no query: no steps,
-  // and their gradients are 0.
+  // n % query_tiles of head first_head + n / query_tiles. Keys past the sentence's end are seen
+  // by no query: no steps, and their gradients are 0.
   const index_t first_head = kv_head * group;
   const index_t first_query = kernels::first_query_seeing(p, first_key);
   const index_t first_tile = first_query - first_query % tile_rows;
   const index_t query_tiles = first_tile < p.queries ? (p.queries - first_tile + tile_rows - 1) / tile_rows : 0;
   const index_t steps = first_key < key_end ? group * query_tiles : 0;
+  // Recomputed where used rather than carried from step to step: at D = 128 this kernel has no
+  // registers to spare (two carried indices made ptxas spill).
+  const auto head_of = [&](index_t step) { return first_head + step / query_tiles; };
+  const auto query_of = [&](index_t step) { return first_tile + step % query_tiles * tile_rows; };
   const auto stage_queries = [&](index_t step, int buffer) {
-    const index_t query_row = (b * p.heads + first_head + step / query_tiles) * p.queries;
-    const index_t query = first_tile + step % query_tiles * tile_rows;
+    const index_t query_row = (b * p.heads + head_of(step)) * p.queries;
+    const index_t query = query_of(step);
     const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
     std::uint16_t* const to = stages + buffer * query_stage_elements<D>;
     stage<D, true>(to, q + query_row * p.d_k, query, count, p.d_k, k_vectors);
@@ -427,7 +433,7 @@ __global__ void __launch_bounds__(warps * 32)
       stage_queries(step + 1, 1 - buffer);
       async_copy::commit();
     }
-    const index_t h = first_head + step / query_tiles, query = first_tile + step % query_tiles * tile_rows;
+    const index_t h = head_of(step), query = query_of(step);
     const std::uint16_t* const queries = stages + buffer * query_stage_elements<D>;
     const std::uint16_t* const d_outs = queries + tile;
     const float* const lse_tile = reinterpret_cast<const float*>(d_outs + tile);
