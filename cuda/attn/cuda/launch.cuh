@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "memory.cuh"
@@ -22,9 +25,19 @@ struct device_runtime {
 
   static void zero(void* p, std::size_t bytes) { ATTN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream())); }
 
+  /// Once a kernel, device and size: the launchers ask before every launch, and the attribute
+  /// is a driver call that need not be repeated.
   template <class... Params>
   static void allow_shared_memory(void (*kernel)(Params...), int bytes) {
+    int device = 0;
+    ATTN_CUDA_CHECK(cudaGetDevice(&device));
+    const std::tuple<const void*, int, int> key{reinterpret_cast<const void*>(kernel), device, bytes};
+    static std::mutex guard;
+    static std::set<std::tuple<const void*, int, int>> allowed;
+    const std::lock_guard<std::mutex> lock(guard);
+    if (allowed.contains(key)) return;
     ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    allowed.insert(key);
   }
 };
 
