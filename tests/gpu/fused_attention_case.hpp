@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <random>
 #include <string>
@@ -34,13 +35,15 @@ struct sizes {
   double dropout = 0;   // on the weights, from a fixed stream
   bool empty = false;   // with padded: the last sentence has no keys (rows with nothing to see)
   modification modified = modification::none;
+  std::optional<attn::key_band> band = {};  // a rule (restricted attention's), with no modification
 
   std::string str() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
            std::to_string(queries) + " k" + std::to_string(keys) + " d" + std::to_string(d_k) + "/" +
            std::to_string(d_v) + (causal ? " causal" : "") + (first_query ? " from " + std::to_string(first_query) : "") +
            (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "") + (empty ? " empty" : "") +
-           (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "");
+           (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "") +
+           (band ? " band " + std::to_string(band->first) + ".." + std::to_string(band->last) : "");
   }
 };
 
@@ -107,7 +110,8 @@ result run(const sizes& z, unsigned seed) {
       : z.modified == modification::soft_cap
           ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(soft_cap, learned),
                                   dropout)
-          : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout);
+          : z.band ? grad::fused_attention(&t, q, k, v, visible, scale, b, *z.band, unmodified{}, dropout)
+                   : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout);
   out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
   t.replay();
 
@@ -187,9 +191,17 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
   A* const learned_d = on_device(learned);
   A* const d_learned_d = fresh(learned_d, z.heads);
   const auto m = make(static_cast<const A*>(learned_d), z);
-  fused_attention<Device>::forward(p, q_d, k_d, v_d, b, out_d, lse_d, every_pair{}, m);
-  fused_attention<Device>::backward(p, q_d, k_d, v_d, b, out_d, r_d, lse_d, d_q_d, d_k_d, d_v_d, every_pair{}, m,
-                                    modified ? d_learned_d : nullptr);
+  const auto call = [&](auto rule) {
+    fused_attention<Device>::forward(p, q_d, k_d, v_d, b, out_d, lse_d, rule, m);
+    fused_attention<Device>::backward(p, q_d, k_d, v_d, b, out_d, r_d, lse_d, d_q_d, d_k_d, d_v_d, rule, m,
+                                      modified ? d_learned_d : nullptr);
+  };
+  if constexpr (std::is_same_v<Make, no_modification>) {
+    if (z.band) call(*z.band);
+    else call(every_pair{});
+  } else {
+    call(every_pair{});
+  }
 
   const auto doubles = [](const auto* x, index_t n) {
     std::vector<std::remove_cvref_t<decltype(*x)>> host(static_cast<std::size_t>(n));
@@ -208,7 +220,7 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
 
 /// The cases both sides run: lengths 1, 17, 128, 129 and 1000, head widths 32, 64 and 128,
 /// padding (a sentence with no keys too), causal (and shifted) masks, a bias, grouped and
-/// multi-query heads, dropout, and ALiBi and a soft cap with learned inputs.
+/// multi-query heads, dropout, ALiBi and a soft cap with learned inputs, and bands of keys.
 inline std::vector<sizes> cases() {
   std::vector<sizes> all;
   for (index_t length : {1, 17, 128, 129, 1000})
@@ -236,6 +248,17 @@ inline std::vector<sizes> cases() {
                  .padded = true, .dropout = 0.2, .modified = soft_cap});
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
                  .causal = true, .modified = soft_cap});
+  // Restricted attention's band (key_band): the kernels walk only the tiles it reaches.
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 257, .keys = 257, .d_k = 64, .d_v = 64,
+                 .padded = true, .band = attn::key_band{-20, 20}});
+  all.push_back({.batch = 2, .heads = 2, .kv_heads = 1, .queries = 200, .keys = 200, .d_k = 32, .d_v = 32,
+                 .causal = true, .band = attn::key_band{-70, 0}});  // a decoder's: the 70 keys before
+  all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 70, .keys = 300, .d_k = 128, .d_v = 128,
+                 .first_query = 150, .biased = true, .band = attn::key_band{-10, 3}});  // queries at 150 … 219
+  all.push_back({.batch = 2, .heads = 2, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = 64, .d_v = 64,
+                 .band = attn::key_band{100, 300}});  // queries from 29 on see no key
+  all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
+                 .band = attn::key_band{-64, 64}});
   return all;
 }
 

@@ -12,7 +12,7 @@
 // A variant's score modification M (score_modification.cuh's device form, or no_score_modification)
 // is evaluated a score at a time as on the CPU; its learned inputs' gradients are summed a query
 // row at a time into a row's own slice of a scratch buffer, then the rows in a fixed order
-// (sum_rows): no atomics there either.
+// (sum_rows): no atomics there either. A rule's spans (key_band's) bound the tiles a block walks.
 // Device code only: the CPU emulator (emulator.hpp) runs it too.
 #pragma once
 
@@ -71,7 +71,7 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
-  const index_t block_end = keys_seen(p, first, query_rows, key_end);
+  const index_span block_keys = keys_seen(p, first, query_rows, key_end, rule, tile);
 
   A query[D], acc[D];
   for (int c = 0; c < D; ++c) {
@@ -80,8 +80,8 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   }
   A running_max = -infinity<A>(), running_sum = A(0);
   const A scale = A(p.scale);
-  for (index_t key = 0; key < block_end; key += tile) {
-    const index_t count = block_end - key < tile ? block_end - key : tile;
+  for (index_t key = block_keys.begin; key < block_keys.end; key += tile) {
+    const index_t count = block_keys.end - key < tile ? block_keys.end - key : tile;
     __syncthreads();
     stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
     stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);
@@ -146,11 +146,11 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   const A scale = A(p.scale);
   const index_t group = p.heads / p.kv_heads;
   const index_t first_key = index_t(blockIdx.x) * key_rows;
-  const index_t first_query = first_query_seeing(p, first_key);
+  const index_span block_queries = queries_seeing(p, first_key, key_rows, rule, tile);
   for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
     const index_t query_row = (b * p.heads + h) * p.queries;
-    for (index_t query = first_query - first_query % tile; query < p.queries; query += tile) {
-      const index_t count = p.queries - query < tile ? p.queries - query : tile;
+    for (index_t query = block_queries.begin; query < block_queries.end; query += tile) {
+      const index_t count = block_queries.end - query < tile ? block_queries.end - query : tile;
       __syncthreads();
       stage<D>(queries_tile, q + query_row * p.d_k, query, count, p.d_k);
       stage<D>(d_out_tile, d_out + query_row * p.d_v, query, count, p.d_v);
@@ -209,7 +209,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   const bool row = i < p.queries;
   const heads_of at(p, b, h);
   const index_t key_end = key_end_of(p, b);
-  const index_t block_end = keys_seen(p, first, query_rows, key_end);
+  const index_span block_keys = keys_seen(p, first, query_rows, key_end, rule, tile);
   A query[D], d_o[D], dq[D];
   for (int c = 0; c < D; ++c) {
     query[c] = row && c < p.d_k ? A(q[(at.query_row + i) * p.d_k + c]) : A(0);
@@ -219,8 +219,8 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   const A lse = row ? log_sum_exp[at.query_row + i] : A(0);
   const A dot = row ? dots[at.query_row + i] : A(0);
   const A scale = A(p.scale);
-  for (index_t key = 0; key < block_end; key += tile) {
-    const index_t count = block_end - key < tile ? block_end - key : tile;
+  for (index_t key = block_keys.begin; key < block_keys.end; key += tile) {
+    const index_t count = block_keys.end - key < tile ? block_keys.end - key : tile;
     __syncthreads();
     stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
     stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);

@@ -39,6 +39,34 @@ __device__ inline index_t first_query_seeing(const fused_attention_problem& p, i
   return p.causal && first_key > p.first_query ? first_key - p.first_query : 0;
 }
 
+/// The keys [begin, end) that some query of the block from index `first`, `rows` of them, may
+/// see: before the sentence's end, the causal diagonal and the rule's span's end, from the
+/// rule's span's beginning rounded down to a multiple of `tile`, so that the kernels' key tiles
+/// keep their edges.
+template <class Rule>
+__device__ inline index_span keys_seen(const fused_attention_problem& p, index_t first, index_t rows, index_t key_end,
+                                       const Rule& rule, index_t tile) {
+  const index_t last = (first + rows < p.queries ? first + rows : p.queries) - 1;
+  const index_span allowed = rule_keys_seen(rule, p.first_query + first, p.first_query + last);
+  const index_t end = keys_seen(p, first, rows, key_end);
+  const index_t begin = allowed.begin > 0 ? allowed.begin - allowed.begin % tile : 0;
+  return {begin, allowed.end < end ? allowed.end : end};
+}
+
+/// The queries [begin, end) (indices) that may see a key of first_key … first_key + rows − 1:
+/// from the causal diagonal and the rule's span's beginning, rounded down to a multiple of
+/// `tile`, to the rule's span's end.
+template <class Rule>
+__device__ inline index_span queries_seeing(const fused_attention_problem& p, index_t first_key, index_t rows,
+                                            const Rule& rule, index_t tile) {
+  const index_t last_key = (first_key + rows < p.keys ? first_key + rows : p.keys) - 1;
+  const index_span allowed = rule_positions_seeing(rule, first_key, last_key);
+  index_t begin = first_query_seeing(p, first_key);
+  if (allowed.begin - p.first_query > begin) begin = allowed.begin - p.first_query;
+  const index_t end = allowed.end - p.first_query < p.queries ? allowed.end - p.first_query : p.queries;
+  return {begin - begin % tile, end};
+}
+
 /// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
 template <class T, class Rule>
 __device__ inline bool visible(const fused_attention_problem& p, index_t b, index_t i, index_t j, index_t key_end,

@@ -13,7 +13,8 @@
 // Scores are float; the masks (padding, causal, a rule, a bias), a variant's score modification
 // M (its learned inputs' gradients gathered by the dQ kernel, a slot a lane of a query row, then
 // summed in a fixed order), dropout and rows with nothing to see behave as in the CUDA-core
-// kernels, element by element; the masks' checks are skipped on tiles that no mask can touch.
+// kernels, element by element; the masks' checks are skipped on tiles that no mask can touch, and
+// tiles outside a rule's spans (key_band's) are not walked.
 // P and dS are rounded to T before their products, as FlashAttention does: the outputs then
 // differ from the float kernels' by about T's rounding (docs/fused-attention.md).
 // Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
@@ -125,13 +126,19 @@ __device__ inline float group_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/// Whether no mask can hide a pair of queries [first_query, first_query + block_rows) and keys
-/// [key, key + tile_rows): then the kernels skip the per-element checks.
+/// Whether no mask can hide a pair of queries first_query … last_query and keys [key, key +
+/// tile_rows): then the kernels skip the per-element checks.
 template <class Rule>
 __device__ inline bool unmasked(const fused_attention_problem& p, index_t first_query, index_t last_query,
-                                index_t key, index_t key_end, const void* bias) {
-  return std::is_same_v<Rule, every_pair> && !bias && last_query < p.queries && key + tile_rows <= key_end &&
-         (!p.causal || key + tile_rows - 1 <= p.first_query + first_query);
+                                index_t key, index_t key_end, const void* bias, const Rule& rule) {
+  const bool other_masks = !bias && last_query < p.queries && key + tile_rows <= key_end &&
+                           (!p.causal || key + tile_rows - 1 <= p.first_query + first_query);
+  // every_pair apart: asked through rule_allows_every, the answer is the same, but the forward
+  // spilled 68 bytes more at D = 128 and dK/dV 32 (ptxas, sm_90).
+  if constexpr (std::is_same_v<Rule, every_pair>) return other_masks;
+  else
+    return other_masks &&
+           rule_allows_every(rule, p.first_query + first_query, p.first_query + last_query, key, key + tile_rows - 1);
 }
 
 /// scores += A·Xᵀ for the warp's 16 rows: A as D / 16 fragments, X the staged tile of
@@ -188,15 +195,16 @@ __device__ inline void store_rows(T* out, index_t first_row, index_t width, cons
   }
 }
 
-/// The key and value tiles [key, key + tile_rows) of one key/value head up to `end`, two at a
-/// time in `staged` ([2][keys, values][tile]): the forward's and the dQ kernel's walk over the
-/// keys, the next tile copied while the block works on the current one.
+/// The key and value tiles [key, key + tile_rows) of one key/value head from `begin` (a
+/// multiple of tile_rows) up to `end`, two at a time in `staged` ([2][keys, values][tile]): the
+/// forward's and the dQ kernel's walk over the keys, the next tile copied while the block works
+/// on the current one.
 template <int D, class T>
 struct key_value_tiles {
   std::uint16_t* staged;
   const T* k_head;
   const T* v_head;
-  index_t end, d_k, d_v;
+  index_t begin, end, d_k, d_v;
   bool k_vectors, v_vectors;
 
   static constexpr int tile = tile_rows * stride<D>;
@@ -218,8 +226,11 @@ struct key_value_tiles {
     if (key + tile_rows < end) prefetch(key + tile_rows);
     return keys_of(key);
   }
-  /// Where the tile at `key` lives: tiles alternate between the two buffers.
-  __device__ std::uint16_t* keys_of(index_t key) const { return staged + int(key / tile_rows % 2) * 2 * tile; }
+  /// Where the tile at `key` lives: tiles alternate between the two buffers, the first tile in
+  /// the first (the second holds the block's own rows until then).
+  __device__ std::uint16_t* keys_of(index_t key) const {
+    return staged + int((key - begin) / tile_rows % 2) * 2 * tile;
+  }
 };
 
 /// Shared memory of forward and backward_queries: two tiles of keys and two of values, the next
@@ -244,13 +255,14 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};  // the lane's queries
   const kernels::heads_of at(p, b, h);
   const index_t key_end = kernels::key_end_of(p, b);
-  const index_t block_end = kernels::keys_seen(p, first, block_rows, key_end);
+  const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const T* const q_head = q + at.query_row * p.d_k;
   const T* const k_head = k + at.kv_row * p.d_k;
   const T* const v_head = v + at.kv_row * p.d_v;
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
-  const key_value_tiles<D, T> tiles{staged, k_head, v_head, block_end, p.d_k, p.d_v, k_vectors, v_vectors};
-  if (block_end > 0) tiles.prefetch(0);
+  const key_value_tiles<D, T> tiles{staged, k_head, v_head, block_keys.begin, block_keys.end,
+                                    p.d_k,  p.d_v,  k_vectors, v_vectors};
+  if (block_keys.begin < block_keys.end) tiles.prefetch(block_keys.begin);
 
   // The warp's 16 queries, as A fragments of D / 16 column blocks, through shared memory.
   mma::fragment_a query[D / 16];
@@ -265,14 +277,14 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   float running_max[2] = {-INFINITY, -INFINITY};  // of scores times log2 e, so that exp2 serves
   float running_sum[2] = {0, 0};                  // the lane's share of its rows' sums
   const float scale = float(p.scale);
-  for (index_t key = 0; key < block_end; key += tile_rows) {
+  for (index_t key = block_keys.begin; key < block_keys.end; key += tile_rows) {
     const std::uint16_t* const keys = tiles.wait_for(key);
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);
 
-    const bool whole = unmasked<Rule>(p, first, first + block_rows - 1, key, key_end, bias);
+    const bool whole = unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule);
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < tile_rows / 8; ++n)
@@ -391,9 +403,10 @@ __global__ void __launch_bounds__(warps * 32)
   // n % query_tiles of head first_head + n / query_tiles. Keys past the sentence's end are seen
   // by no query: no steps, and their gradients are 0.
   const index_t first_head = kv_head * group;
-  const index_t first_query = kernels::first_query_seeing(p, first_key);
-  const index_t first_tile = first_query - first_query % tile_rows;
-  const index_t query_tiles = first_tile < p.queries ? (p.queries - first_tile + tile_rows - 1) / tile_rows : 0;
+  const index_span block_queries = kernels::queries_seeing(p, first_key, block_rows, rule, tile_rows);
+  const index_t first_tile = block_queries.begin;
+  const index_t query_tiles =
+      first_tile < block_queries.end ? (block_queries.end - first_tile + tile_rows - 1) / tile_rows : 0;
   const index_t steps = first_key < key_end ? group * query_tiles : 0;
   // Recomputed where used rather than carried from step to step: at D = 128 this kernel has no
   // registers to spare (two carried indices made ptxas spill).
@@ -458,7 +471,7 @@ __global__ void __launch_bounds__(warps * 32)
       }
     }
     // Pᵀ (dropped out) into scores, scale · dSᵀ into d_weights.
-    const bool whole = unmasked<Rule>(p, query, query + tile_rows - 1, first_key, key_end, bias);
+    const bool whole = unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule);
 #pragma unroll
     for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
@@ -498,12 +511,12 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};
   const kernels::heads_of at(p, b, h);
   const index_t key_end = kernels::key_end_of(p, b);
-  const index_t block_end = kernels::keys_seen(p, first, block_rows, key_end);
+  const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
-  const key_value_tiles<D, T> tiles{staged, k + at.kv_row * p.d_k, v + at.kv_row * p.d_v, block_end, p.d_k, p.d_v,
-                                    k_vectors, v_vectors};
-  if (block_end > 0) tiles.prefetch(0);
+  const key_value_tiles<D, T> tiles{staged, k + at.kv_row * p.d_k, v + at.kv_row * p.d_v, block_keys.begin,
+                                    block_keys.end, p.d_k, p.d_v, k_vectors, v_vectors};
+  if (block_keys.begin < block_keys.end) tiles.prefetch(block_keys.begin);
 
   // The warp's queries and output gradients as A fragments, through shared memory.
   mma::fragment_a query[D / 16], d_output[D / 16];
@@ -533,14 +546,14 @@ __global__ void __launch_bounds__(warps * 32)
 
   float dq[D / 8][4] = {};
   const float scale = float(p.scale);
-  for (index_t key = 0; key < block_end; key += tile_rows) {
+  for (index_t key = block_keys.begin; key < block_keys.end; key += tile_rows) {
     const std::uint16_t* const keys = tiles.wait_for(key);
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);          // S = Q·Kᵀ
     multiply_add_by_rows<T, D>(d_weights, d_output, values);  // dP = dO·Vᵀ
-    const bool whole = unmasked<Rule>(p, first, first + block_rows - 1, key, key_end, bias);
+    const bool whole = unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule);
 #pragma unroll
     for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "config.hpp"
 #include "device.hpp"
@@ -48,7 +49,71 @@ inline constexpr double hidden_bias = -1e8;
 /// The mask rule that allows every pair.
 struct every_pair {
   ATTN_HOST_DEVICE constexpr bool operator()(index_t /*query*/, index_t /*key*/) const { return true; }
+  ATTN_HOST_DEVICE constexpr bool allows_every(index_t, index_t, index_t, index_t) const { return true; }
 };
+
+/// The end of a span with no end.
+inline constexpr index_t max_index = std::numeric_limits<index_t>::max();
+
+/// Indices [begin, end).
+struct index_span {
+  index_t begin, end;
+};
+
+/// Restricted attention's rule (§4) in the kernels' form: the query at position i sees keys
+/// i + first … i + last (|i − j| ≤ ⌊r/2⌋ is {−⌊r/2⌋, ⌊r/2⌋}). Its spans tell the kernels which
+/// tiles can hold a visible pair, so that they walk only those: O(r·n·d) products, not O(n²·d).
+/// A rule of one's own may provide the same three members (spans that contain every allowed
+/// pair; allows_every true only where every pair is allowed); a rule without them is asked pair
+/// by pair, over every tile the other masks leave. (The spans add the offsets to indices: keep
+/// them within ±2⁶²; every_pair is the band with no end.)
+struct key_band {
+  index_t first = 0, last = 0;
+
+  ATTN_HOST_DEVICE constexpr bool operator()(index_t query, index_t key) const {
+    return key - query >= first && key - query <= last;
+  }
+  /// The keys that some query at positions first_position … last_position may see.
+  ATTN_HOST_DEVICE constexpr index_span keys_seen(index_t first_position, index_t last_position) const {
+    return {first_position + first, last_position + last + 1};
+  }
+  /// The positions of the queries that may see some key of first_key … last_key.
+  ATTN_HOST_DEVICE constexpr index_span positions_seeing(index_t first_key, index_t last_key) const {
+    return {first_key - last, last_key - first + 1};
+  }
+  /// Whether every position of first_position … last_position sees every key of first_key … last_key.
+  ATTN_HOST_DEVICE constexpr bool allows_every(index_t first_position, index_t last_position, index_t first_key,
+                                               index_t last_key) const {
+    return first_key - last_position >= first && last_key - first_position <= last;
+  }
+};
+
+/// What the kernels ask of a rule about a tile, answered for any rule: the keys positions
+/// first_position … last_position may see (all of them when the rule cannot say) …
+template <class Rule>
+ATTN_HOST_DEVICE constexpr index_span rule_keys_seen(const Rule& rule, index_t first_position, index_t last_position) {
+  if constexpr (requires { rule.keys_seen(first_position, last_position); })
+    return rule.keys_seen(first_position, last_position);
+  else
+    return {0, max_index};
+}
+/// … the positions that may see keys first_key … last_key …
+template <class Rule>
+ATTN_HOST_DEVICE constexpr index_span rule_positions_seeing(const Rule& rule, index_t first_key, index_t last_key) {
+  if constexpr (requires { rule.positions_seeing(first_key, last_key); })
+    return rule.positions_seeing(first_key, last_key);
+  else
+    return {0, max_index};
+}
+/// … and whether it allows every pair of the tile (then the kernels skip the rule's checks).
+template <class Rule>
+ATTN_HOST_DEVICE constexpr bool rule_allows_every(const Rule& rule, index_t first_position, index_t last_position,
+                                                  index_t first_key, index_t last_key) {
+  if constexpr (requires { rule.allows_every(first_position, last_position, first_key, last_key); })
+    return rule.allows_every(first_position, last_position, first_key, last_key);
+  else
+    return false;
+}
 
 /// The score modification that changes nothing: the score is scale · q·k.
 struct unmodified {};
@@ -60,7 +125,8 @@ struct unmodified {};
 /// `automatic_modified_from_keys` the same for a variant whose scores it modifies, and
 /// `modifies_scores` whether it takes a score modification. The members every backend provides (T float, double,
 /// bfloat16 or float16, the 16-bit ones computed in float with log_sum_exp in accumulate_t<T>;
-/// Rule a copyable callable (index_t query, index_t key) → bool; bias null or an additive mask
+/// Rule a copyable callable (index_t query position, index_t key) → bool (every_pair, key_band,
+/// or one's own: key_band says what else a rule may tell the kernels); bias null or an additive mask
 /// [batch, queries, keys] shared by the heads, as the unfused path's, hiding keys at or below
 /// `hidden_bias`):
 ///

@@ -8,7 +8,8 @@
 //              adds dQ into its chunk's own dQ; the chunks' dQ are summed in order, so that no
 //              two tasks add into one number and the result is the same bits on any threads.
 // Key tiles past a sentence's length, past the causal diagonal, or where the rule or the bias
-// hides every pair are skipped, so a rule such as restricted attention's costs O(r·n·d) products.
+// hides every pair are skipped, so a rule such as restricted attention's costs O(r·n·d) products;
+// a rule that gives its spans (key_band) is not even asked outside them.
 // A score modification (a variant's: ALiBi, a soft cap) is applied a score at a time inside the
 // tile; the gradients of its learned inputs are summed over fixed runs of tasks, the runs' sums
 // added in order, so that they too are the same bits whatever the threads. Dropout on
@@ -101,8 +102,11 @@ struct fused_attention<cpu> {
         column<T> running_max = column<T>::Constant(at.rows, -infinity<T>);
         column<T> running_sum = column<T>::Zero(at.rows);
         out_tile.setZero();
-        for (index_t key = 0; key < at.key_end; key += key_tile) {
-          const index_t cols = std::min(key_tile, at.key_end - key);
+        // The keys the rule lets the tile's queries see (a band's neighbourhood), within key_end.
+        const index_span seen = rule_keys_seen(rule, p.first_query + at.first, p.first_query + at.first + at.rows - 1);
+        const index_t key_end = std::min(at.key_end, seen.end);
+        for (index_t key = std::max<index_t>(0, seen.begin); key < key_end; key += key_tile) {
+          const index_t cols = std::min(key_tile, key_end - key);
           if (!scores(p, at, key, cols, q_tile, k, bias, rule, modification, s)) continue;
           for (index_t i = 0; i < at.rows; ++i) {
             const T row_max = std::max(running_max(i), s.scores.row(i).maxCoeff());
@@ -180,8 +184,12 @@ struct fused_attention<cpu> {
             const matrix_map<const T> k_tile(k + kv_row * p.d_k, cols, p.d_k);
             d_k_tile.setZero();
             d_v_tile.setZero();
+            // The query tiles that hold a position the rule lets see a key of this tile.
+            const index_span seeing = rule_positions_seeing(rule, key, key + cols - 1);
+            const index_t first_q_tile = std::clamp<index_t>(seeing.begin - p.first_query, 0, p.queries) / query_tile;
+            const index_t q_tile_end = tiles(std::clamp<index_t>(seeing.end - p.first_query, 0, p.queries), query_tile);
             for (index_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-              for (index_t q_tile_index = 0; q_tile_index < query_tiles; ++q_tile_index) {
+              for (index_t q_tile_index = first_q_tile; q_tile_index < q_tile_end; ++q_tile_index) {
                 const query_block at(p, (b * p.heads + h) * query_tiles + q_tile_index, query_tiles);
                 if (key >= at.key_end) continue;
                 const matrix_map<const T> q_tile(q + at.row * p.d_k, at.rows, p.d_k);
@@ -346,10 +354,12 @@ struct fused_attention<cpu> {
       return visible(p, at, first_position + i, key + j, rule) &&
              (!bias_tile || bias_tile[i * p.keys + j] > T(hidden_bias));
     };
-    // Every pair visible, without asking each: no bias or rule, the tile before the sentence's
-    // end and, when causal, its last key at or before its first query's position.
-    const bool whole = !bias_tile && std::is_same_v<Rule, every_pair> && key + cols <= at.key_end &&
-                       (!p.causal || key + cols - 1 <= first_position);
+    // Every pair visible, without asking each: no bias, a rule that allows the whole tile, the
+    // tile before the sentence's end and, when causal, its last key at or before its first
+    // query's position.
+    const bool whole = !bias_tile &&
+                       rule_allows_every(rule, first_position, first_position + at.rows - 1, key, key + cols - 1) &&
+                       key + cols <= at.key_end && (!p.causal || key + cols - 1 <= first_position);
     bool any = whole;
     for (index_t i = 0; i < at.rows && !any; ++i)
       for (index_t j = 0; j < cols && !any; ++j) any = seen(i, j);

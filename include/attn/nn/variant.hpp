@@ -8,7 +8,9 @@
 //       the coordinates) and of `modification_inputs(ctx)` (a tuple of variables: learned
 //       parameters get their gradients from the expression's derivative, grad/map.hpp);
 //   (c) which pairs may attend: `allowed(query_index, key_index)`, a bool expression combined
-//       with the padding and causal masks;
+//       with the padding and causal masks, and `kernel_rule(first_query)`, the same rule in the
+//       fused kernels' form (core/fused_attention.hpp: key_band), which then never builds the
+//       [batch, queries, keys] mask and skips the tiles outside the rule;
 //   (d) how many key/value heads there are: `using kv_heads = dim<"kv_heads", G>` (default h);
 // plus `applies()` (whether (b) and (c) apply to this attention, default yes), `collect(list)`
 // for parameters and a constructor from (random_stream&, attention_kind, const variant_spec&).
@@ -116,6 +118,9 @@ inline constexpr bool has_mask_rule = requires(const V& v, const tensor<float, s
 };
 
 template <class V>
+inline constexpr bool has_kernel_rule = requires(const V& v) { v.kernel_rule(index_t{}); };
+
+template <class V>
 bool applies(const V& v) {
   if constexpr (requires { v.applies(); }) return v.applies();
   else return true;
@@ -221,13 +226,17 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     C scale = C(1) / std::sqrt(C(d_k));
     if constexpr (requires { V::template scale<C>(d_k); }) scale = V::template scale<C>(d_k);
     const bool rules = detail::applies(variant);
+    // The mask with the variant's rule folded in, [batch, queries, keys]: the unfused path's, and
+    // the fused one's when the rule has no kernel form.
     std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
-    if constexpr (detail::has_mask_rule<V>) {
-      if (rules)
-        ruled.emplace(
-            where(variant.allowed(index_along<Q>(mask.bias(), accumulate_t<A>(first_query)), index_along<keys>(mask.bias())),
-                  mask.bias(), masked<A>));
-    }
+    const auto fold_rule = [&] {
+      if constexpr (detail::has_mask_rule<V>) {
+        if (rules)
+          ruled.emplace(where(variant.allowed(index_along<Q>(mask.bias(), accumulate_t<A>(first_query)),
+                                              index_along<keys>(mask.bias())),
+                              mask.bias(), masked<A>));
+      }
+    };
     using S = tensor<A, shape<B, H, Q, keys>, Device>;
     using inputs_type = decltype(detail::modification_inputs(variant, ctx));
     const bool modifies = detail::can_modify<V, S, inputs_type> && rules;
@@ -251,33 +260,41 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                    : k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys &&
                          q.extents().template extent<Q>() >= fused_attention<Device>::automatic_from_queries;
       if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
-        // The mask's key counts and causality say what each query sees, with a bias only where
-        // they cannot (a rule folded in, padding between tokens); the kernel skips the key tiles
-        // they hide entirely (after the diagonal when causal, past a sentence's end, outside
-        // restricted attention's band) and applies the modification a score at a time. The
-        // mask's causal positions count from its first query, as its bias's do.
-        const auto* bias = ruled ? &*ruled : mask.kernel_form() ? nullptr : &mask.bias();
+        // The mask's key counts and causality say what each query sees, the variant's rule in
+        // its kernel form which pairs it allows, with a bias only where they cannot (a rule
+        // without a kernel form folded in, padding between tokens); the kernel skips the key
+        // tiles they hide entirely (after the diagonal when causal, past a sentence's end,
+        // outside restricted attention's band) and applies the modification a score at a time.
+        // The mask's causal positions count from its first query, as its bias's and the rule's do.
         const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
         const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
-        if constexpr (detail::can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
-          if (modifies) {
-            const V* policy = &variant;  // outlives the tape: the variant is a module's member
-            return std::apply(
-                [&](const auto&... in) {
-                  return grad::fused_attention(
-                      ctx.tape, q, k, v, visible, scale, bias, every_pair{},
-                      grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
-                        return policy->modify(s, first_query, x...);
-                      }, in...),
-                      on_weights);
-                },
-                detail::modification_inputs(variant, ctx));
+        const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {
+          if constexpr (detail::can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
+            if (modifies) {
+              const V* policy = &variant;  // outlives the tape: the variant is a module's member
+              return std::apply(
+                  [&](const auto&... in) {
+                    return grad::fused_attention(
+                        ctx.tape, q, k, v, visible, scale, bias, rule,
+                        grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
+                          return policy->modify(s, first_query, x...);
+                        }, in...),
+                        on_weights);
+                  },
+                  detail::modification_inputs(variant, ctx));
+            }
           }
+          return grad::fused_attention(ctx.tape, q, k, v, visible, scale, bias, rule, unmodified{}, on_weights);
+        };
+        const auto* mask_bias = mask.kernel_form() ? nullptr : &mask.bias();
+        if constexpr (detail::has_kernel_rule<V>) {
+          if (rules) return fused(variant.kernel_rule(first_query), mask_bias);
         }
-        return grad::fused_attention(ctx.tape, q, k, v, visible, scale, bias, every_pair{},
-                                     unmodified{}, on_weights);
+        fold_rule();
+        return fused(every_pair{}, ruled ? &*ruled : mask_bias);
       }
     }
+    fold_rule();
 
     auto grouped = detail::group_heads<G>(ctx.tape, q);
     auto scores = [&] {

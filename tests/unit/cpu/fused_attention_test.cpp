@@ -4,6 +4,7 @@
 // backward against central differences of the forward; NaN sentinels around every output.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -278,6 +279,64 @@ TEST_CASE("fused attention: padding, grouped heads, a decoding step's first quer
     check_against_reference<double>(problem_of(self, nullptr, false), y, 1e-12, within_four{});
     check_against_reference<float>(problem_of(self, nullptr, false), y, 2e-5, within_four{});
   }
+}
+
+TEST_CASE("fused attention: a band of keys (restricted attention's rule in the kernels' form)") {
+  const sizes z{2, 4, 2, 300, 300, 32, 32};
+  const auto x = random_data(z, 21);
+  const std::vector<index_t> lengths{300, 140};
+  SUBCASE("symmetric, as restricted attention's r = 9, with padding") {
+    check_against_reference<double>(problem_of(z, &lengths, false), x, 1e-12, key_band{-4, 4});
+    check_against_reference<float>(problem_of(z, &lengths, false), x, 2e-5, key_band{-4, 4});
+  }
+  SUBCASE("the 130 keys before, with the causal mask") {
+    check_against_reference<double>(problem_of(z, nullptr, true), x, 1e-12, key_band{-130, 0});
+  }
+  SUBCASE("wider than a tile, shifted queries at 100 … 399, and a key band past the diagonal") {
+    const sizes longer{1, 2, 2, 300, 500, 16, 24};
+    const auto y = random_data(longer, 22);
+    check_against_reference<double>(problem_of(longer, nullptr, false, 100), y, 1e-12, key_band{-200, 70});
+    check_against_reference<double>(problem_of(longer, nullptr, true, 100), y, 1e-12, key_band{-3, 70});
+  }
+  SUBCASE("past the keys for most queries: their rows see nothing") {
+    check_against_reference<double>(problem_of(z, nullptr, false), x, 1e-12, key_band{250, 400});
+  }
+}
+
+/// A band of keys that remembers the farthest pair (|key − query|) it was asked about.
+struct watched_band : key_band {
+  std::atomic<index_t>* farthest;
+  bool operator()(index_t query, index_t key) const {
+    const index_t distance = std::abs(key - query);
+    index_t seen = farthest->load();
+    while (distance > seen && !farthest->compare_exchange_weak(seen, distance)) {
+    }
+    return key_band::operator()(query, key);
+  }
+};
+
+/// The same, with no spans to give: the kernel must ask it pair by pair.
+struct watched_rule {
+  watched_band band;
+  bool operator()(index_t query, index_t key) const { return band(query, key); }
+};
+
+TEST_CASE("fused attention walks only the tiles a band of keys reaches, forward and backward") {
+  const sizes z{1, 2, 2, 2000, 2000, 16, 16};
+  const auto x = random_data(z, 23);
+  const auto p = problem_of(z, nullptr, false);
+  std::atomic<index_t> farthest{0};
+  const watched_band band{{-8, 8}, &farthest};
+  const auto with_spans = fused<double>(p, x, band);
+  // Pairs of the tiles the band touches alone: within a query tile and a key tile of the band.
+  CHECK(farthest.load() <= 8 + fused_attention<cpu>::query_tile + fused_attention<cpu>::key_tile);
+  farthest = 0;
+  const auto pair_by_pair = fused<double>(p, x, watched_rule{band});
+  CHECK(farthest.load() == z.keys - 1);  // asked of every tile, each then skipped
+  // The same sums, over tiles cut at other keys (the band's walk starts at its first key).
+  CHECK(relative_error(with_spans.out, pair_by_pair.out) < 1e-12);
+  CHECK(relative_error(with_spans.d_q, pair_by_pair.d_q) < 1e-12);
+  CHECK(relative_error(with_spans.d_k, pair_by_pair.d_k) < 1e-12);
 }
 
 TEST_CASE("fused attention adds a bias shared by the heads: the unfused path's masks, and any other") {

@@ -3,7 +3,7 @@
 // the CPU emulator, against the CPU kernel: the cases of tests/gpu/fused_attention_test.cu
 // (lengths 1 to 129, head widths 32 to 128, padding, a sentence with no keys, causal and shifted
 // masks, a bias, grouped and multi-query heads, dropout, ALiBi and a soft cap with learned
-// inputs) in float, double, bfloat16 and float16, the 16-bit ones on CUDA cores and on tensor
+// inputs, bands of keys) in float, double, bfloat16 and float16, the 16-bit ones on CUDA cores and on tensor
 // cores. What this shows and what it cannot: attn/cuda/emulator.hpp's header.
 #include "emulated_gpu.hpp"
 
@@ -162,6 +162,21 @@ TEST_CASE("fused attention's GPU kernels on the emulator: bfloat16 and float16 o
   compare<attn::bfloat16>(std::ldexp(1.0, -7), true);
 #endif
   compare<attn::float16>(std::ldexp(1.0, -10), true);
+}
+
+TEST_CASE("fused attention's tensor-core key walk puts its first tile in the first buffer, wherever it starts") {
+  // The second buffer holds the block's own queries (and output gradients) until the first
+  // tile is waited for: a walk that starts at an odd tile (a band's) must not copy into it.
+  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
+  using tiles = tensor_cores::key_value_tiles<64, attn::bfloat16>;
+  std::vector<std::uint16_t> buffers(4 * tiles::tile);  // [2][keys, values][tile]
+  std::uint16_t* const staged = buffers.data();
+  for (const index_t begin : {0, 64, 192}) {
+    const tiles walk{staged, nullptr, nullptr, begin, begin + 4 * 64, 64, 64, true, true};
+    CHECK(walk.keys_of(begin) == staged);
+    CHECK(walk.keys_of(begin + 64) == staged + 2 * tiles::tile);
+    CHECK(walk.keys_of(begin + 128) == staged);
+  }
 }
 
 TEST_CASE("fused attention's GPU kernels on the emulator: a modified call with no queries") {

@@ -123,9 +123,20 @@ void check_both_paths(const V& variant, const mask_type& from_tokens) {
   CHECK(largest_difference(fused_dq, dq) < 1e-12);
   CHECK(largest_difference(fused_dk, dk) < 1e-12);
   CHECK(largest_difference(fused_dv, dv) < 1e-12);
-  // The fused kernel reads the key counts: no [batch, queries, keys] bias unless a rule is folded in.
-  CHECK(built_for_fused == nn::detail::has_mask_rule<V>);
+  // The fused kernel reads the key counts and a rule's kernel form: no [batch, queries, keys]
+  // bias unless a rule without one is folded in.
+  CHECK(built_for_fused == (nn::detail::has_mask_rule<V> && !nn::detail::has_kernel_rule<V>));
 }
+
+/// Restricted attention's window of 9 as an expression alone, with no kernel form: the fused
+/// path folds it into a bias.
+template <class T, class C, class Device>
+struct window_without_kernel_form {
+  template <class I, class J>
+  auto allowed(const I& query, const J& key) const {
+    return abs(query - key) <= value_t<I>(4);
+  }
+};
 
 TEST_CASE("masks: fused attention reads key counts and causality, and equals the unfused path under the bias") {
   const auto ids = test::tokens<tgt>(3, 5, {1, 4, 8, 6, 2, 1, 9, 0, 0, 0, 1, 0, 0, 0, 0});
@@ -138,10 +149,12 @@ TEST_CASE("masks: fused attention reads key counts and causality, and equals the
   SUBCASE("ALiBi (a modification in the kernel)") {
     check_both_paths(make<nn::alibi<double, op_config, cpu>>("alibi:learned"), causal);
   }
-  SUBCASE("restricted (a rule, folded into a bias)") {
+  SUBCASE("restricted (a rule: a band of keys in the kernel, else folded into a bias)") {
     // A window wide enough that every query sees a key: a row with none is 0 fused and the mean
     // of the values unfused (core/fused_attention.hpp).
     check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:8"), causal);
+    check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:8"), padding);
+    check_both_paths(make<window_without_kernel_form<double, op_config, cpu>>(""), causal);
   }
 }
 

@@ -274,6 +274,25 @@ TEST_CASE("variants: restricted self-attention sees |i - j| <= r/2, composes wit
                              reference(open, scaled, shifted)) < 1e-12);
     check_gradients(restricted, causal, {}, {}, 0, path);
   }
+  // The rule's two forms agree: the expression the unfused path folds into the mask, and the
+  // band of keys the fused kernels walk (decoding's shifted queries too), for odd and even r.
+  for (const char* spec : {"restricted:3", "restricted:4", "restricted:1"}) {
+    const auto variant = make<nn::restricted>(spec);
+    const tensor<double, shape<tgt, keys>> grid(12, 12);
+    for (const index_t first_query : {0, 5}) {
+      const tensor<bool, shape<tgt, keys>> allowed(
+          variant.allowed(index_along<tgt>(grid, double(first_query)), index_along<keys>(grid)));
+      const auto band = variant.kernel_rule(first_query);
+      for (index_t i = 0; i < 12; ++i)
+        for (index_t j = 0; j < 12; ++j) {
+          CAPTURE(spec);
+          CAPTURE(first_query);
+          CAPTURE(i);
+          CAPTURE(j);
+          CHECK(band(i, j) == bool(allowed(i, j)));
+        }
+    }
+  }
   const auto cross = make<nn::restricted>("restricted:3", nn::attention_kind::encoder_decoder);
   CHECK(largest_difference(attend(cross, open, nn::attention_kind::encoder_decoder).value(),
                            reference(open, scaled, everywhere)) < 1e-12);
