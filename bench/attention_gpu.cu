@@ -9,8 +9,11 @@
 // FLOPs as FlashAttention counts them: forward 4·n²·d·h·batch, halved when causal; backward
 // 2.5× the forward. With --alibi, also ALiBi with learned slopes fused (the variant's expression
 // evaluated inside the CUDA-core kernels; forward + backward includes the slopes' gradient),
-// through grad::fused_attention as a model calls it.
+// through grad::fused_attention as a model calls it. With --window W, also restricted attention's
+// band (keys within W positions of the query: key_band{−W, W}, restricted:2W+1), fused, its
+// FLOPs counted over the pairs the band lets through (4·pairs·d·h·batch forward).
 //   attention_gpu [--lengths 512,1024,...] [--types bf16,fp32] [--unfused-max 4096] [--repeat 10] [--alibi]
+//                 [--window W]
 #include <attn/cuda/cuda.cuh>
 #include <attn/grad.hpp>
 #include <attn/nn/attention.hpp>
@@ -42,6 +45,7 @@ struct options {
   index_t cuda_cores_max = index_t(1) << 40;  // 16-bit types: the CUDA-core kernels up to this length
   int repeat = 10;
   bool alibi = false;
+  index_t window = 0;  // 0: no band
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -65,7 +69,8 @@ options parse(int argc, char** argv) {
           "  --cuda-cores-max N  bf16: longest length the CUDA-core fused kernels are timed at (default all;\n"
           "                      the tensor-core ones at every length)\n"
           "  --repeat N          timed runs, after 2 warm-up runs (default 10)\n"
-          "  --alibi             also ALiBi with learned slopes, fused");
+          "  --alibi             also ALiBi with learned slopes, fused\n"
+          "  --window W          also a band of keys within W positions of each query (restricted attention), fused");
       std::exit(0);
     }
     if (flag == "--alibi") {
@@ -87,6 +92,9 @@ options parse(int argc, char** argv) {
       o.cuda_cores_max = std::stoll(value);
     } else if (flag == "--repeat") {
       o.repeat = std::stoi(value);
+    } else if (flag == "--window") {
+      o.window = std::stoll(value);
+      if (o.window < 1) throw std::invalid_argument("--window needs a positive number of positions");
     } else {
       throw std::invalid_argument("unknown option " + flag + " (--help)");
     }
@@ -147,11 +155,22 @@ struct measurement {
   index_t n, batch, heads, d;
   bool causal;
   double forward_ms, backward_ms;  // backward_ms: forward + backward
+  double pairs = 0;                // (query, key) pairs a head of a sentence computes; 0: the protocol's n², halved when causal
 };
 
+/// The (query, key) pairs of n positions within `window` of each other (before it alone when causal).
+double band_pairs(index_t n, index_t window, bool causal) {
+  double pairs = 0;
+  for (index_t i = 0; i < n; ++i) {
+    const index_t last = std::min(n - 1, causal ? i : i + window), first = std::max<index_t>(0, i - window);
+    pairs += double(last - first + 1);
+  }
+  return pairs;
+}
+
 void print(const measurement& m) {
-  const double forward_flops =
-      4.0 * double(m.n) * double(m.n) * double(m.d) * double(m.heads) * double(m.batch) * (m.causal ? 0.5 : 1.0);
+  const double pairs = m.pairs > 0 ? m.pairs : double(m.n) * double(m.n) * (m.causal ? 0.5 : 1.0);
+  const double forward_flops = 4.0 * pairs * double(m.d) * double(m.heads) * double(m.batch);
   std::printf(
       "{\"impl\": \"attn %s\", \"type\": \"%s\", \"n\": %lld, \"batch\": %lld, \"heads\": %lld, \"d\": %lld, "
       "\"causal\": %s, \"forward_ms\": %.4f, \"forward_backward_ms\": %.4f, \"forward_tflops\": %.2f, "
@@ -163,9 +182,9 @@ void print(const measurement& m) {
 }
 
 /// The fused kernels, called as grad::fused_attention calls them.
-template <class T>
+template <class T, class Rule = every_pair>
 measurement fused(const std::string& type, index_t batch, index_t heads, index_t n, index_t d, bool causal,
-                  int repeat, const std::string& path = "fused") {
+                  int repeat, const std::string& path = "fused", Rule rule = {}) {
   const std::size_t size = static_cast<std::size_t>(batch * heads * n * d);
   T* q = upload(random_host<T>(size, 1));
   T* k = upload(random_host<T>(size, 2));
@@ -183,10 +202,10 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
   p.causal = causal;
   const T* const no_bias = nullptr;
   measurement m{path, type, n, batch, heads, d, causal, 0, 0};
-  m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse); });
+  m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse, rule); });
   m.backward_ms = median_ms(repeat, [&] {
-    fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse);
-    fused_attention<gpu>::backward(p, q, k, v, no_bias, out, d_out, lse, d_q, d_k, d_v);
+    fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse, rule);
+    fused_attention<gpu>::backward(p, q, k, v, no_bias, out, d_out, lse, d_q, d_k, d_v, rule);
   });
   for (void* pointer : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
                         static_cast<void*>(d_out), static_cast<void*>(out), static_cast<void*>(lse),
@@ -271,6 +290,17 @@ measurement unfused(const std::string& type, index_t batch, index_t n, bool caus
   return m;
 }
 
+/// Restricted attention's band of keys within o.window positions, fused: the kernels walk only
+/// the tiles it reaches.
+template <class T>
+measurement windowed(const options& o, const std::string& type, index_t batch, index_t heads, index_t n, index_t d,
+                     bool causal, const std::string& cores) {
+  measurement m = fused<T>(type, batch, heads, n, d, causal, o.repeat, "fused window " + std::to_string(o.window) + cores,
+                           key_band{-o.window, o.window});
+  m.pairs = band_pairs(n, o.window, causal);
+  return m;
+}
+
 template <class T, class Heads, class Width>
 void lengths(const options& o, const std::string& type) {
   for (const index_t n : o.lengths) {
@@ -285,11 +315,13 @@ void lengths(const options& o, const std::string& type) {
           const std::string cores = on_tensor_cores ? " tensor cores" : " cuda cores";
           print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat, "fused" + cores));
           if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi" + cores));
+          if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));
         }
         tensor_cores::enabled() = by_default;
       } else {
         print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat));
         if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi"));
+        if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, ""));
       }
       if (n <= o.unfused_max) print(unfused<T, Heads, Width>(type, batch, n, causal, o.repeat));
       // What the unfused path's [batch, heads, n, n] tensors took goes back to the driver.

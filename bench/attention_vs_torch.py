@@ -18,6 +18,11 @@ includes the slopes' gradient) on each side: attn's fused kernels (the variant's
 them), FlexAttention with a score_mod that reads the slopes, and SDPA with the [heads, n, n] bias
 made from the slopes in the timed region (up to --unfused-max, as the other paths that hold n²).
 
+With --window W, restricted attention's band (keys within W positions of the query, and before it
+when causal) on each side: attn's fused kernels walking only the band's tiles, FlexAttention with
+the band's block mask, and SDPA with the band as a boolean mask (up to --unfused-max). FLOPs
+count the pairs the band lets through: 4·pairs·d·heads·batch forward.
+
 Usage (on a machine with a GPU and PyTorch with CUDA):
   bench/attention_vs_torch.py --attention-gpu build/bench/attention_gpu [--json out.json]
 """
@@ -31,7 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = 2048
 
 
-def forward_flops(n, batch, heads, d, causal):
+def forward_flops(n, batch, heads, d, causal, window=0):
+    if window:
+        pairs = sum(min(n - 1, i if causal else i + window) - max(0, i - window) + 1 for i in range(n))
+        return 4.0 * pairs * d * heads * batch
     return 4.0 * n * n * d * heads * batch * (0.5 if causal else 1.0)
 
 
@@ -108,6 +116,20 @@ def torch_side(args):
                                 bias = bias.masked_fill(hidden, float("-inf"))
                             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
                         candidates.append(("torch sdpa alibi", sdpa_alibi))
+                    window = args.window
+                    if window and flex is not None and n in args.flex_lengths:
+                        def near(b, h, i, j, causal=causal):
+                            inside = (i - j).abs() <= window
+                            return inside & (j <= i) if causal else inside
+                        band = create_block_mask(near, None, None, n, n, device="cuda")
+                        candidates.append(("torch flex window", lambda band=band: flex(q, k, v, block_mask=band)))
+                    if window and n <= args.unfused_max:
+                        positions = torch.arange(n, device="cuda")
+                        visible = (positions[:, None] - positions[None, :]).abs() <= window
+                        if causal:
+                            visible &= positions[None, :] <= positions[:, None]
+                        candidates.append(("torch sdpa window", lambda visible=visible:
+                                           F.scaled_dot_product_attention(q, k, v, attn_mask=visible)))
                     for impl, attend in candidates:
                         record = {"impl": impl, "type": type_name, "n": n, "batch": batch, "heads": heads, "d": d,
                                   "causal": causal}
@@ -125,7 +147,7 @@ def torch_side(args):
                             torch.cuda.empty_cache()
                             records.append(record)
                             continue
-                        flops = forward_flops(n, batch, heads, d, causal)
+                        flops = forward_flops(n, batch, heads, d, causal, window if "window" in impl else 0)
                         record["forward_tflops"] = flops / (record["forward_ms"] * 1e9)
                         record["forward_backward_tflops"] = 3.5 * flops / (record["forward_backward_ms"] * 1e9)
                         records.append(record)
@@ -143,7 +165,8 @@ def _sdpa(F, sdpa_kernel, backend, q, k, v, causal):
 def attn_side(args):
     command = [str(args.attention_gpu), "--lengths", ",".join(map(str, args.lengths)), "--types",
                ",".join(args.types), "--tokens", str(args.tokens), "--unfused-max", str(args.unfused_max),
-               "--cuda-cores-max", str(args.cuda_cores_max), "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else [])
+               "--cuda-cores-max", str(args.cuda_cores_max), "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else []) + \
+              (["--window", str(args.window)] if args.window else [])
     records = []
     # Line by line as they come, so that a run stopped part-way still leaves its measurements.
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
@@ -195,6 +218,8 @@ def main():
     p.add_argument("--repeat", type=int, default=10, help="timed runs after two warm-up runs")
     p.add_argument("--skip-attn", action="store_true", help="PyTorch's side only")
     p.add_argument("--alibi", action="store_true", help="also ALiBi with learned slopes on each side")
+    p.add_argument("--window", type=int, default=0,
+                   help="also restricted attention's band, keys within this many positions, on each side")
     p.add_argument("--json", type=Path, help="write every measurement here")
     args = p.parse_args()
     args.lengths = [int(n) for n in args.lengths.split(",")]
