@@ -47,6 +47,7 @@ struct fused_attention_launch {
                       accumulate_t<T>* log_sum_exp, Rule rule, const M& modification) {
     namespace kernels = fused_attention_kernels;
     namespace tensor_cores = fused_attention_tensor_cores;
+    check_problem(p, "attn::fused_attention<cuda>::forward");
     if (p.batch * p.heads * p.queries == 0) return;
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
@@ -77,6 +78,7 @@ struct fused_attention_launch {
     namespace kernels = fused_attention_kernels;
     namespace tensor_cores = fused_attention_tensor_cores;
     using A = accumulate_t<T>;
+    check_problem(p, "attn::fused_attention<cuda>::backward");
     const index_t rows = p.batch * p.heads * p.queries;
     const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A));
     A* const dots = static_cast<A*>(scratch.get());

@@ -41,8 +41,8 @@ __device__ inline index_t first_query_seeing(const fused_attention_problem& p, i
 
 /// The keys [begin, end) that some query of the block from index `first`, `rows` of them, may
 /// see: before the sentence's end, the causal diagonal and the rule's span's end, from the
-/// rule's span's beginning rounded down to a multiple of `tile`, so that the kernels' key tiles
-/// keep their edges.
+/// rule's span's beginning rounded down to a multiple of `tile` (the tiles then start where
+/// they would without the rule: the same sums, in the same order, for the keys both walk).
 template <class Rule>
 __device__ inline index_span keys_seen(const fused_attention_problem& p, index_t first, index_t rows, index_t key_end,
                                        const Rule& rule, index_t tile) {

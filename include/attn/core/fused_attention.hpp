@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "config.hpp"
 #include "device.hpp"
@@ -42,6 +44,14 @@ struct fused_attention_problem {
   }
 };
 
+/// Throws std::invalid_argument, naming `who`, for a problem no kernel takes: a query before
+/// position 0 (the kernels' spans count positions from there).
+inline void check_problem(const fused_attention_problem& p, const char* who) {
+  if (p.first_query < 0)
+    throw std::invalid_argument(std::string(who) + ": the first query's position is " + std::to_string(p.first_query) +
+                                "; positions count from 0");
+}
+
 /// A bias at or below this hides its key as the masks' −∞ does (§3.2.3): the kernel skips a tile
 /// whose pairs are all hidden, and a row with no visible key gets 0 (nn's `masked` is −1e9).
 inline constexpr double hidden_bias = -1e8;
@@ -66,7 +76,7 @@ struct index_span {
 /// A rule of one's own may provide the same three members (spans that contain every allowed
 /// pair; allows_every true only where every pair is allowed); a rule without them is asked pair
 /// by pair, over every tile the other masks leave. (The spans add the offsets to indices: keep
-/// them within ±2⁶²; every_pair is the band with no end.)
+/// them within ±2⁶²; every_pair, not a band of huge offsets, allows every pair.)
 struct key_band {
   index_t first = 0, last = 0;
 

@@ -55,6 +55,7 @@ struct fused_attention<cpu> {
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
+    check_problem(p, "attn::fused_attention<cpu>::forward");
     if constexpr (is_float16_storage<T>) {
       // 16-bit storage: the float kernel on the inputs widened once (O(n) copies), its outputs
       // rounded, which is what tensor cores do with bf16/fp16 operands and fp32 accumulation.
@@ -73,6 +74,7 @@ struct fused_attention<cpu> {
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
+    check_problem(p, "attn::fused_attention<cpu>::backward");
     if constexpr (is_float16_storage<T>) {  // as the forward: in float, the gradients rounded
       const sizes n(p);
       std::vector<float> wide_d_q(std::size_t(n.q)), wide_d_k(std::size_t(n.k)), wide_d_v(std::size_t(n.v));

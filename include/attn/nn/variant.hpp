@@ -119,6 +119,8 @@ inline constexpr bool has_mask_rule = requires(const V& v, const tensor<float, s
 
 template <class V>
 inline constexpr bool has_kernel_rule = requires(const V& v) { v.kernel_rule(index_t{}); };
+template <class V>
+inline constexpr bool kernel_rule_has_expression = !has_kernel_rule<V> || has_mask_rule<V>;
 
 template <class V>
 bool applies(const V& v) {
@@ -225,6 +227,9 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     using C = accumulate_t<A>;  // scalars in float for 16-bit activations: 1/√d_k is rarely a 16-bit number
     C scale = C(1) / std::sqrt(C(d_k));
     if constexpr (requires { V::template scale<C>(d_k); }) scale = V::template scale<C>(d_k);
+    static_assert(detail::kernel_rule_has_expression<V>,
+                  "attn::nn: a variant with a kernel_rule must give the same rule as allowed(query, key) too, "
+                  "for the unfused path");
     const bool rules = detail::applies(variant);
     // The mask with the variant's rule folded in, [batch, queries, keys]: the unfused path's, and
     // the fused one's when the rule has no kernel form.
@@ -265,7 +270,9 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
         // without a kernel form folded in, padding between tokens); the kernel skips the key
         // tiles they hide entirely (after the diagonal when causal, past a sentence's end,
         // outside restricted attention's band) and applies the modification a score at a time.
-        // The mask's causal positions count from its first query, as its bias's and the rule's do.
+        // The kernel's positions count from 0 here (the mask's causal positions count from its
+        // first query, as its bias's do), so first_query is the rule's to add: kernel_rule
+        // folds it into the band, and key_visibility must not add it again.
         const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
         const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
         const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {

@@ -298,8 +298,15 @@ TEST_CASE("fused attention: a band of keys (restricted attention's rule in the k
     check_against_reference<double>(problem_of(longer, nullptr, false, 100), y, 1e-12, key_band{-200, 70});
     check_against_reference<double>(problem_of(longer, nullptr, true, 100), y, 1e-12, key_band{-3, 70});
   }
-  SUBCASE("past the keys for most queries: their rows see nothing") {
+  SUBCASE("past the keys for most queries, or before key 0 for the first: their rows see nothing") {
     check_against_reference<double>(problem_of(z, nullptr, false), x, 1e-12, key_band{250, 400});
+    check_against_reference<double>(problem_of(z, nullptr, false), x, 1e-12, key_band{-400, -250});
+  }
+  SUBCASE("a key tile seen by one query of the next query tile: the backward's query span ends right") {
+    // Keys 0 … 127 are seen by positions up to 127 + 1 = 128, the first of the second query
+    // tile: a span one short leaves key 127's gradients without that query's share.
+    check_against_reference<double>(problem_of(z, nullptr, false), x, 1e-12, key_band{-1, 3});
+    check_against_reference<double>(problem_of(z, nullptr, true), x, 1e-12, key_band{-1, 3});
   }
 }
 
@@ -335,8 +342,17 @@ TEST_CASE("fused attention walks only the tiles a band of keys reaches, forward 
   CHECK(farthest.load() == z.keys - 1);  // asked of every tile, each then skipped
   // The same sums, over tiles cut at other keys (the band's walk starts at its first key).
   CHECK(relative_error(with_spans.out, pair_by_pair.out) < 1e-12);
+  CHECK(relative_error(with_spans.log_sum_exp, pair_by_pair.log_sum_exp) < 1e-12);
   CHECK(relative_error(with_spans.d_q, pair_by_pair.d_q) < 1e-12);
   CHECK(relative_error(with_spans.d_k, pair_by_pair.d_k) < 1e-12);
+  CHECK(relative_error(with_spans.d_v, pair_by_pair.d_v) < 1e-12);
+}
+
+TEST_CASE("fused attention refuses a first query before position 0") {
+  const sizes z{1, 1, 1, 4, 4, 8, 8};
+  const auto x = random_data(z, 24);
+  CHECK_THROWS_WITH_AS(fused<double>(problem_of(z, nullptr, true, -1), x, every_pair{}),
+                       doctest::Contains("positions count from 0"), std::invalid_argument);
 }
 
 TEST_CASE("fused attention adds a bias shared by the heads: the unfused path's masks, and any other") {

@@ -128,13 +128,13 @@ void check_both_paths(const V& variant, const mask_type& from_tokens) {
   CHECK(built_for_fused == (nn::detail::has_mask_rule<V> && !nn::detail::has_kernel_rule<V>));
 }
 
-/// Restricted attention's window of 9 as an expression alone, with no kernel form: the fused
+/// Restricted attention's window of 5 as an expression alone, with no kernel form: the fused
 /// path folds it into a bias.
 template <class T, class C, class Device>
 struct window_without_kernel_form {
   template <class I, class J>
   auto allowed(const I& query, const J& key) const {
-    return abs(query - key) <= value_t<I>(4);
+    return abs(query - key) <= value_t<I>(2);
   }
 };
 
@@ -153,8 +153,15 @@ TEST_CASE("masks: fused attention reads key counts and causality, and equals the
     // A window wide enough that every query sees a key: a row with none is 0 fused and the mean
     // of the values unfused (core/fused_attention.hpp).
     check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:8"), causal);
-    check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:8"), padding);
-    check_both_paths(make<window_without_kernel_form<double, op_config, cpu>>(""), causal);
+    // Twelve positions and windows of |i − j| ≤ 2 (r = 5, and r = 4: ⌊r/2⌋ alike), which hide
+    // most pairs; the second sentence's last position is padding, and its row still sees two keys.
+    const auto twelve = test::tokens<tgt>(2, 12, {1, 4, 8, 6, 2, 7, 3, 5, 9, 4, 6, 2,  //
+                                                  1, 9, 3, 8, 5, 7, 2, 6, 4, 3, 8, 0});
+    const auto twelve_causal = nn::causal_mask<double>(twelve, 0);
+    const auto twelve_padding = nn::padding_mask<double, tgt>(twelve, 12, 0);
+    check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:5"), twelve_causal);
+    check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:4"), twelve_padding);
+    check_both_paths(make<window_without_kernel_form<double, op_config, cpu>>(""), twelve_causal);
   }
 }
 
