@@ -3,7 +3,10 @@
 // block a fiber (ucontext) on the calling thread, switched at __syncthreads and at warp
 // collectives (shuffles, and the tensor-core instructions' twins in mma.cuh: mma.sync, ldmatrix,
 // cvt), which exchange the lanes' registers as the PTX ISA lays them out. Async copies
-// (async_copy.cuh's cp.async) land when a wait covers them, garbage until then. Global memory is host
+// (async_copy.cuh's cp.async) land when a wait covers them, garbage until then, or, with
+// async_copies_land_early(), also at the first __syncthreads after their issue: a copy may land
+// any time before its wait, and a kernel that uses its destination meanwhile (stages other rows
+// there) reads them overwritten, as it may on a GPU. Global memory is host
 // memory, so AddressSanitizer sees a kernel's out-of-bounds accesses (compute-sanitizer's
 // memcheck, on the CPU); a block's __shared__ arrays are `static`, and its dynamic shared memory
 // a heap buffer of the launch's size. A __syncthreads that some threads never reach, a warp
@@ -86,6 +89,14 @@ class kernel_error : public std::logic_error {
  public:
   using std::logic_error::logic_error;
 };
+
+/// Whether async copies land at the first __syncthreads after their issue too (their wait then
+/// writes them again), not only at their wait: the two ends of when a GPU may land them. Off by
+/// default; tests of a pipelined kernel run both ways.
+inline bool& async_copies_land_early() {
+  static bool early = false;
+  return early;
+}
 
 // The emulator's own work (switching fibers, exchanging and multiplying the lanes' registers)
 // is optimised even in a build at -O0, as the sanitizers' is: the kernels it runs stay as built.
@@ -359,8 +370,12 @@ class block_runner {
 
   void release_barrier_if_complete() {
     if (at_barrier_ == 0 || at_barrier_ + exited_ < threads_) return;
-    for (std::size_t t = 0; t < threads_; ++t)
-      if (fibers_[t].now == fiber::state::at_barrier) fibers_[t].now = fiber::state::runnable;
+    for (std::size_t t = 0; t < threads_; ++t) {
+      fiber& f = fibers_[t];
+      if (f.now == fiber::state::at_barrier) f.now = fiber::state::runnable;
+      if (async_copies_land_early())  // each still lands again at its wait
+        for (const auto& copy : f.async_copies) std::memcpy(copy.to, copy.data, copy.bytes);
+    }
     at_barrier_ = 0;
   }
 

@@ -99,6 +99,19 @@ __global__ void copies_land_when_waited_for(const unsigned char* from, unsigned 
   std::memcpy(out + 80, word, 4);
 }
 
+/// Copies 16 bytes from `from` into shared memory, then, before waiting, stages 16 bytes of its
+/// own at the same place and reads them back after a barrier: a race with the copy, which may
+/// land any time before the wait. out[0 … 15]: what the read saw.
+__global__ void stages_over_a_copy_in_flight(const unsigned char* from, unsigned char* out) {
+  alignas(16) __shared__ unsigned char staged[16];
+  async_copy::copy_16_bytes(staged, from);
+  async_copy::commit();
+  std::memset(staged, 7, 16);
+  __syncthreads();
+  std::memcpy(out, staged, 16);
+  async_copy::wait<0>();
+}
+
 __global__ void exits_with_copies_in_flight(const unsigned char* from) {
   alignas(16) __shared__ unsigned char staged[16];
   async_copy::copy_16_bytes(staged, from);
@@ -304,6 +317,24 @@ TEST_CASE("emulator: async copies land when a wait covers their group, and a thr
                        doctest::Contains("not waited for"), emulator::kernel_error);
   CHECK_THROWS_WITH_AS(emulator::launch(misaligned_copy, dim3(1), dim3(1), 0, from), doctest::Contains("aligned"),
                        emulator::kernel_error);
+}
+
+TEST_CASE("emulator: async copies land early, at the first barrier after their issue, when asked") {
+  alignas(16) unsigned char from[16];
+  for (int i = 0; i < 16; ++i) from[i] = static_cast<unsigned char>(i + 1);
+  std::vector<unsigned char> out(16, 0);
+  const std::vector<unsigned char> staged(16, 7), copied(from, from + 16);
+  emulator::launch(stages_over_a_copy_in_flight, dim3(1), dim3(1), 0, from, out.data());
+  CHECK(out == staged);  // landing at the wait: the race hides
+  struct early_landing {
+    early_landing() { emulator::async_copies_land_early() = true; }
+    ~early_landing() { emulator::async_copies_land_early() = false; }
+  } early;
+  emulator::launch(stages_over_a_copy_in_flight, dim3(1), dim3(1), 0, from, out.data());
+  CHECK(out == copied);  // landing at the barrier: the staged bytes are overwritten
+  std::vector<unsigned char> waited(96, 0);
+  emulator::launch(copies_land_when_waited_for, dim3(1), dim3(1), 0, from, waited.data());
+  CHECK(std::vector<unsigned char>(waited.begin() + 48, waited.begin() + 64) == copied);  // a wait still lands them
 }
 
 TEST_CASE("emulator: dynamic shared memory above 48 KiB only when the kernel allows it") {

@@ -164,6 +164,17 @@ TEST_CASE("fused attention's GPU kernels on the emulator: bfloat16 and float16 o
   compare<attn::float16>(std::ldexp(1.0, -10), true);
 }
 
+TEST_CASE("fused attention's GPU kernels on the emulator: float16 on tensor cores, async copies landing early") {
+  // Each copy lands at the first barrier after its issue too, the other end of when a GPU may
+  // land it: a tile copied into a buffer whose rows the block stages and reads before the
+  // copy's wait overwrites them here.
+  struct early_landing {
+    early_landing() { attn::cuda_emulator::async_copies_land_early() = true; }
+    ~early_landing() { attn::cuda_emulator::async_copies_land_early() = false; }
+  } early;
+  compare<attn::float16>(std::ldexp(1.0, -10), true);
+}
+
 TEST_CASE("fused attention's tensor-core key walk puts its first tile in the first buffer, wherever it starts") {
   // The second buffer holds the block's own queries (and output gradients) until the first
   // tile is waited for: a walk that starts at an odd tile (a band's) must not copy into it.
