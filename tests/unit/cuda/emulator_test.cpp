@@ -1,8 +1,8 @@
 // The CPU emulator of the CUDA execution model (attn/cuda/emulator.hpp): the built-in variables,
 // __syncthreads and shared memory, shuffles, the mistakes it reports instead of hanging, dynamic
-// shared memory's rule, async copies (async_copy.cuh) landing only when waited for, and mma.cuh's
-// tensor-core helpers (whose PTX it replaces by twins written
-// from the PTX ISA's fragment layouts) against plain products.
+// shared memory's rule, async copies (async_copy.cuh) landing when waited for (and early, when
+// asked), and mma.cuh's tensor-core helpers (whose PTX it replaces by twins written from the PTX
+// ISA's fragment layouts) against plain products.
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
 
 #include <attn/cuda/async_copy.cuh>
@@ -320,8 +320,8 @@ TEST_CASE("emulator: async copies land when a wait covers their group, and a thr
 }
 
 TEST_CASE("emulator: async copies land early, at the first barrier after their issue, when asked") {
-  alignas(16) unsigned char from[16];
-  for (int i = 0; i < 16; ++i) from[i] = static_cast<unsigned char>(i + 1);
+  alignas(16) unsigned char from[48];  // copies_land_when_waited_for reads all 48
+  for (int i = 0; i < 48; ++i) from[i] = static_cast<unsigned char>(i + 1);
   std::vector<unsigned char> out(16, 0);
   const std::vector<unsigned char> staged(16, 7), copied(from, from + 16);
   emulator::launch(stages_over_a_copy_in_flight, dim3(1), dim3(1), 0, from, out.data());
