@@ -61,10 +61,10 @@ __device__ inline index_span queries_seeing(const fused_attention_problem& p, in
                                             const Rule& rule, index_t tile) {
   const index_t last_key = (first_key + rows < p.keys ? first_key + rows : p.keys) - 1;
   const index_span allowed = rule_positions_seeing(rule, first_key, last_key);
-  index_t begin = first_query_seeing(p, first_key);
-  if (allowed.begin - p.first_query > begin) begin = allowed.begin - p.first_query;
-  const index_t end = allowed.end - p.first_query < p.queries ? allowed.end - p.first_query : p.queries;
-  return {begin - begin % tile, end};
+  const index_t first_allowed = allowed.begin - p.first_query, end_allowed = allowed.end - p.first_query;
+  const index_t causal_begin = first_query_seeing(p, first_key);
+  const index_t begin = first_allowed > causal_begin ? first_allowed : causal_begin;
+  return {begin - begin % tile, end_allowed < p.queries ? end_allowed : p.queries};
 }
 
 /// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
