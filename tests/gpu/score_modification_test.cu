@@ -1,12 +1,12 @@
 // A score modification's device form (cuda/attn/cuda/score_modification.cuh: the expression's
-// plans with the score given, and index plans for the learned inputs) against its host form
-// (grad/fused_attention.hpp's evaluated_modification: element_at and input_offset), at every
-// score of a small [batch, heads, queries, keys]: the modified score, its derivative by the score,
-// and what each score adds to each input's gradient, with the plans' indices in 32 bits (as these
-// small sizes take them) and forced to 64 (as scores past 2³¹ take them). Modifications through
-// every node an index plan passes: broadcast (ALiBi's slopes, a soft cap's caps), select, and a
-// relative-position table read through a slice and a permute.
+// coordinate plans with the score given, and index plans for the learned inputs) against its host
+// form (grad/fused_attention.hpp's evaluated_modification: element_at and input_offset), at every
+// score of a small [batch, heads, queries, keys], on the GPU: the modified score, its derivative by
+// the score, and what each score adds to each input's gradient.
+// The modifications of score_modification_cases.hpp.
+// tests/unit/cuda/score_modification_test.cpp runs the same plans on the CPU.
 #include "gpu_test.cuh"
+#include "score_modification_cases.hpp"
 
 #include <attn/cuda/score_modification.cuh>
 #include <attn/grad/fused_attention.hpp>
@@ -22,24 +22,23 @@ using attn::extents;
 using attn::shape;
 using attn::tensor;
 
-using B = attn::dim<"batch">;
-using H = attn::dim<"heads">;
-using Q = attn::dim<"queries">;
-using K = attn::dim<"keys">;
-using S = shape<B, H, Q, K>;
+using namespace score_modification_cases;
 
-/// The given score of score `at`: a spread of values, positive and negative.
-__host__ __device__ inline float given(std::int64_t at) { return 0.37f * float(at % 23) - 3.1f; }
-
-/// At every score: the modified score, its derivative, and (a row of `size` numbers a score)
-/// what accumulate adds with d_score = 1.
+/// At every score of [batch, heads, queries, keys] = sizes: the modified score, its derivative,
+/// and (a row of `size` numbers a score) what accumulate adds with d_score = 1.
 template <class M>
-__global__ void evaluate_each(M m, std::int64_t count, float* values, float* slopes, float* gradients) {
+__global__ void evaluate_each(M m, attn::cuda_backend::score_position sizes, float* values, float* slopes,
+                              float* gradients) {
   const std::int64_t at = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (at >= count) return;
-  values[at] = m(at, given(at));
-  slopes[at] = m.derivative(at, given(at));
-  m.accumulate(at, given(at), 1.0f, gradients + at * m.size);
+  if (at >= sizes.index[0] * sizes.index[1] * sizes.index[2] * sizes.index[3]) return;
+  attn::cuda_backend::score_position c{};
+  for (int r = 3, rest = int(at); r >= 0; --r) {
+    c.index[r] = rest % sizes.index[r];
+    rest /= int(sizes.index[r]);
+  }
+  values[at] = m(c, given(at));
+  slopes[at] = m.derivative(c, given(at));
+  m.accumulate(c, given(at), 1.0f, gradients + at * m.size);
 }
 
 /// The same on the host, from the host form.
@@ -77,15 +76,17 @@ double largest_difference(const std::vector<float>& got, const std::vector<float
 
 /// The device form m at every score against the host form's values, slopes and gradients.
 template <class M>
-void compare_on_device(const std::string& name, const M& m, index_t count, const std::vector<float>& values,
+void compare_on_device(const std::string& name, const M& m, const extents<S>& sizes, const std::vector<float>& values,
                        const std::vector<float>& slopes, const std::vector<float>& gradients) {
+  const index_t count = sizes.size();
   float *values_d = nullptr, *slopes_d = nullptr, *gradients_d = nullptr;
   cuda_ok(cudaMalloc(&values_d, count * sizeof(float)), "cudaMalloc");
   cuda_ok(cudaMalloc(&slopes_d, count * sizeof(float)), "cudaMalloc");
   cuda_ok(cudaMalloc(&gradients_d, count * m.size * sizeof(float)), "cudaMalloc");
   cuda_ok(cudaMemset(gradients_d, 0, count * m.size * sizeof(float)), "cudaMemset");
-  evaluate_each<<<unsigned((count + 127) / 128), 128, 0, attn::cuda_backend::stream()>>>(m, count, values_d, slopes_d,
-                                                                                         gradients_d);
+  const attn::cuda_backend::score_position bounds{{sizes[0], sizes[1], sizes[2], sizes[3]}};
+  evaluate_each<<<unsigned((count + 127) / 128), 128, 0, attn::cuda_backend::stream()>>>(m, bounds, values_d,
+                                                                                         slopes_d, gradients_d);
   cuda_ok(cudaGetLastError(), "evaluate_each");
   const double value_error = largest_difference(download_floats(values_d, count), values);
   const double slope_error = largest_difference(download_floats(slopes_d, count), slopes);
@@ -106,26 +107,19 @@ void compare_on_device(const std::string& name, const M& m, index_t count, const
 /// f(s, x) with x's values host_x, on both sides; x learns.
 template <class F, class X>
 void compare(const std::string& name, const F& f, const tensor<float, X, attn::cpu>& host_x) {
-  const extents<S> sizes(2, 3, 5, 7);
+  const extents<S> sizes = score_modification_cases::sizes();
   attn::grad::variable<float, X, attn::cpu> x_host(tensor<float, X, attn::cpu>(host_x), true);
   attn::grad::variable<float, X, attn::cuda> x_device(upload(host_x), true);
   const auto on_host = attn::grad::detail::evaluate_modification<float, S, attn::cpu>(
       attn::grad::modify_scores(f, x_host), sizes, true);
   const auto evaluated = attn::grad::detail::evaluate_modification<float, S, attn::cuda>(
       attn::grad::modify_scores(f, x_device), sizes, true);
-  attn::cuda_backend::workspace ws;
-  const auto on_device = attn::cuda_backend::device_modification(evaluated, ws);
+  const auto on_device = attn::cuda_backend::device_modification(evaluated);
   expect(on_device.size == on_host.gradient_size() && on_device.size == host_x.size(), name + ": gradient size");
 
   std::vector<float> values, slopes, gradients;
   host_each(on_host, sizes, values, slopes, gradients);
-  // The plans in 32 bits (every index of these scores fits) and in 64 (what scores past 2³¹
-  // take; forced here, where the sizes are small).
-  auto wide = on_device;
-  wide.narrow = false;
-  expect(on_device.narrow, name + ": a small problem's indices in 32 bits");
-  for (const auto& [m, bits] : {std::pair{on_device, " (32-bit indices)"}, std::pair{wide, " (64-bit indices)"}})
-    compare_on_device(name + bits, m, sizes.size(), values, slopes, gradients);
+  compare_on_device(name, on_device, sizes, values, slopes, gradients);
 }
 
 }  // namespace
@@ -133,29 +127,8 @@ void compare(const std::string& name, const F& f, const tensor<float, X, attn::c
 int main() {
   if (const int status = skip_without_device(); status != 0) return status;
   guard_exceptions("score modification", [] {
-    const auto per_head = random_host<float>(extents<shape<H>>(3), 0.2, 1.5);
-    compare(
-        "ALiBi, learned slopes",
-        [](const auto& s, const auto& slopes) {
-          return s - attn::broadcast_like(slopes, s) * attn::abs(attn::index_along<Q>(s, 2.0f) - attn::index_along<K>(s));
-        },
-        per_head);
-    compare(
-        "soft cap, learned caps",
-        [](const auto& s, const auto& cap) {
-          return attn::broadcast_like(cap, s) * attn::tanh(s / attn::broadcast_like(cap, s));
-        },
-        random_host<float>(extents<shape<H>>(3), 2.0, 5.0));
-    compare(
-        "where(s > 0, s · a, s)",
-        [](const auto& s, const auto& a) { return attn::where(s > 0.0f, s * attn::broadcast_like(a, s), s); }, per_head);
-    // A relative-position table [keys + 2, heads]: keys 1 … 7 of it, heads first, over the scores.
-    compare(
-        "table through a slice and a permute",
-        [](const auto& s, const auto& table) {
-          return s + attn::broadcast_like(attn::permute<H, K>(attn::slice<K>(table, 1, 7)), s);
-        },
-        random_host<float>(extents<shape<K, H>>(9, 3)));
+    for_each([](const auto&... c) { compare(c...); },
+             [](const auto& sizes, double lo, double hi) { return random_host<float>(sizes, lo, hi); });
   });
   return finish();
 }

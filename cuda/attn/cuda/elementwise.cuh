@@ -38,18 +38,6 @@ using attn::detail::as_view;
 using attn::detail::is_materialised;
 using attn::detail::is_viewable;
 
-/// Row-major strides, in elements, of every dimension of S.
-template <class S>
-std::array<index_t, S::rank> row_major_strides(const extents<S>& sizes) {
-  std::array<index_t, S::rank> strides{};
-  index_t stride = 1;
-  for (std::size_t i = S::rank; i-- > 0;) {
-    strides[i] = stride;
-    stride *= sizes[i];
-  }
-  return strides;
-}
-
 /// The product of sizes[first, last): the extent of a run of dimensions.
 template <class S>
 index_t product(const extents<S>& sizes, std::size_t first, std::size_t last) {

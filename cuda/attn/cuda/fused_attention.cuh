@@ -30,8 +30,7 @@ struct fused_attention<cuda> {
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
     if (p.batch * p.heads * p.queries == 0) return;
-    cuda_backend::workspace ws;  // the device form's temporaries, until the kernels are enqueued
-    launch::forward(p, q, k, v, bias, out, log_sum_exp, rule, cuda_backend::device_modification(modification, ws));
+    launch::forward(p, q, k, v, bias, out, log_sum_exp, rule, cuda_backend::device_modification(modification));
   }
 
   /// d_modification (device memory, modification.gradient_size() numbers) receives the learned
@@ -41,9 +40,8 @@ struct fused_attention<cuda> {
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
-    cuda_backend::workspace ws;
     launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule,
-                     cuda_backend::device_modification(modification, ws), d_modification);
+                     cuda_backend::device_modification(modification), d_modification);
   }
 
  private:

@@ -92,7 +92,7 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
       A s = A(0);
 #pragma unroll
       for (int c = 0; c < D; ++c) s += query[c] * keys_tile[j][c];
-      s = modified(modification, p, b, h, i, key + j, s * scale) +
+      s = modified(modification, b, h, i, key + j, s * scale) +
           (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
       const A new_max = s > running_max ? s : running_max;
       const A rescale = exp_of(running_max - new_max);  // 0 for the first visible key
@@ -170,12 +170,12 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
           dp += d_out_tile[r][c] * value[c];
         }
         const A scaled = s * scale;
-        s = modified(modification, p, b, h, i, j, scaled) + (bias ? A(bias[(b * p.queries + i) * p.keys + j]) : A(0));
+        s = modified(modification, b, h, i, j, scaled) + (bias ? A(bias[(b * p.queries + i) * p.keys + j]) : A(0));
         const A probability = exp_of(s - lse_tile[r]);
         const A kept = p.dropout > 0 ? A(p.kept(b, h, i, j)) : A(1);
         A d_score = probability * (dp * kept - dots_tile[r]);
         if constexpr (M::modifies)  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
-          if (d_score != A(0)) d_score *= modification.derivative(score_index(p, b, h, i, j), scaled);
+          if (d_score != A(0)) d_score *= modification.derivative(score_position{{b, h, i, j}}, scaled);
 #pragma unroll
         for (int c = 0; c < D; ++c) {
           dv[c] += probability * kept * d_out_tile[r][c];
@@ -235,13 +235,13 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
         dp += d_o[c] * values_tile[j][c];
       }
       const A scaled = s * scale;
-      s = modified(modification, p, b, h, i, key + j, scaled) +
+      s = modified(modification, b, h, i, key + j, scaled) +
           (bias ? A(bias[(b * p.queries + i) * p.keys + key + j]) : A(0));
       const A probability = exp_of(s - lse);
       const A kept = p.dropout > 0 ? A(p.kept(b, h, i, key + j)) : A(1);
       A d_score = probability * (dp * kept - dot);
       if constexpr (M::modifies) {
-        const std::int64_t score = score_index(p, b, h, i, key + j);
+        const score_position score{{b, h, i, key + j}};
         if (d_score != A(0)) {  // 0: hidden, or no gradient
           if (input_gradients != nullptr)
             modification.accumulate(score, scaled, d_score,

@@ -1,16 +1,21 @@
 // What the CUDA-core and tensor-core fused attention kernels share: which keys a query sees
 // (core/fused_attention.hpp: padding, the causal rule, a variant's rule and a bias), and a
-// score's index and modification.
+// score's coordinates and modification.
 #pragma once
 
 #include <attn/core.hpp>
 #include <cstdint>
 
+#include "coordinate_plan.cuh"  // position
+
 namespace attn::cuda_backend {
+
+/// A score's coordinates (b, h, i, j) in [batch, heads, queries, keys].
+using score_position = position<4, std::int64_t>;
 
 /// No modification: the score is scale · q·k. A modification in device form
 /// (score_modification.cuh's) has `modifies` true, operator()(at, s), derivative(at, s),
-/// accumulate(at, s, d_score, gradients) and `size`, at a score's index (score_index below).
+/// accumulate(at, s, d_score, gradients) and `size`, at a score's coordinates `at`.
 struct no_score_modification {
   static constexpr bool modifies = false;
 };
@@ -84,18 +89,10 @@ struct heads_of {
       : query_row((b * p.heads + h) * p.queries), kv_row((b * p.kv_heads + h / (p.heads / p.kv_heads)) * p.keys) {}
 };
 
-/// The row-major index of score (b, h, i, j) in [batch, heads, queries, keys]: where a score
-/// modification's plans evaluate it.
-__device__ inline std::int64_t score_index(const fused_attention_problem& p, index_t b, index_t h, index_t i,
-                                           index_t j) {
-  return ((std::int64_t(b) * p.heads + h) * p.queries + i) * p.keys + j;
-}
-
 /// scale · q·k modified (no_score_modification: unchanged).
 template <class A, class M>
-__device__ inline A modified(const M& m, const fused_attention_problem& p, index_t b, index_t h, index_t i, index_t j,
-                             A scaled) {
-  if constexpr (M::modifies) return m(score_index(p, b, h, i, j), scaled);
+__device__ inline A modified(const M& m, index_t b, index_t h, index_t i, index_t j, A scaled) {
+  if constexpr (M::modifies) return m(score_position{{b, h, i, j}}, scaled);
   else return scaled;
 }
 

@@ -97,13 +97,14 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
 /// the modification's plans inlined at each multiplied the kernels' code, and ptxas's time (an
 /// hour of the test's build for ALiBi and a soft cap), by as much.
 template <class M>
-ATTN_CUDA_NOINLINE __device__ float modified_score(const M& m, const fused_attention_problem& p, index_t b, index_t h,
-                                             index_t i, index_t j, float scaled) {
-  return kernels::modified(m, p, b, h, i, j, scaled);
+ATTN_CUDA_NOINLINE __device__ float modified_score(const M& m, index_t b, index_t h, index_t i, index_t j,
+                                                   float scaled) {
+  return kernels::modified(m, b, h, i, j, scaled);
 }
 template <class M>
-ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, std::int64_t at, float scaled, float d_score,
-                                                      float* input_gradients) {
+ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, index_t b, index_t h, index_t i, index_t j,
+                                                            float scaled, float d_score, float* input_gradients) {
+  const score_position at{{b, h, i, j}};
   if (input_gradients != nullptr) m.accumulate(at, scaled, d_score, input_gradients);
   return d_score * m.derivative(at, scaled);
 }
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
         float s = -INFINITY;
         if (whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule))) {
           s = scores[n][e] * scale;
-          if constexpr (M::modifies) s = modified_score(modification, p, b, h, i, j, s);
+          if constexpr (M::modifies) s = modified_score(modification, b, h, i, j, s);
           if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
         }
         scores[n][e] = s * log2_e;
@@ -351,7 +352,7 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   if (lse == -INFINITY || !(whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)))) return g;
   const float scaled = product * float(p.scale);
   float s = scaled;
-  if constexpr (M::modifies) s = modified_score(modification, p, b, h, i, j, scaled);
+  if constexpr (M::modifies) s = modified_score(modification, b, h, i, j, scaled);
   if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
   const float probability = exp2f((s - lse) * log2_e);
   const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
@@ -359,8 +360,7 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   g.weight = probability * kept;
   if constexpr (M::modifies) {
     if (g.d_score != 0.f) {  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
-      g.d_score = modified_score_gradient(modification, kernels::score_index(p, b, h, i, j), scaled, g.d_score,
-                                          input_gradients);
+      g.d_score = modified_score_gradient(modification, b, h, i, j, scaled, g.d_score, input_gradients);
     }
   }
   return g;

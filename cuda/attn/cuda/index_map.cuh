@@ -15,6 +15,22 @@
 
 namespace attn::cuda_backend {
 
+namespace detail {
+
+/// Row-major strides, in elements, of every dimension of S.
+template <class S>
+std::array<index_t, S::rank> row_major_strides(const extents<S>& sizes) {
+  std::array<index_t, S::rank> strides{};
+  index_t stride = 1;
+  for (std::size_t i = S::rank; i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return strides;
+}
+
+}  // namespace detail
+
 /// A map from a node's row-major linear index to its operand's: the coordinate along each
 /// dimension times the operand's stride for it. Built on the host with size-1 dimensions
 /// dropped and adjacent dimensions that stay adjacent in the operand merged, so that a

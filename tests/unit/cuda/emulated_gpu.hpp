@@ -3,12 +3,14 @@
 // access one past an array) and filled with NaN sentinels (a GPU's fresh memory holds whatever
 // was there), and fused_attention<emulated_gpu> is fused_attention<cuda>'s host code
 // (fused_attention_launch.cuh) launching its kernels on the emulator. A score modification is
-// given in device form (score_modification.cuh's interface), as the kernels take it.
+// given in host form, over host memory, and turned into the plans the GPU's kernels take
+// (score_modification.cuh), as fused_attention<cuda> turns it.
 #pragma once
 
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
 
 #include <attn/cuda/fused_attention_launch.cuh>
+#include <attn/cuda/score_modification.cuh>
 
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +46,7 @@ struct fused_attention<emulated::gpu> {
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
-    launch::forward(p, q, k, v, bias, out, log_sum_exp, rule, device_form(modification));
+    launch::forward(p, q, k, v, bias, out, log_sum_exp, rule, cuda_backend::device_modification(modification));
   }
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
@@ -52,19 +54,12 @@ struct fused_attention<emulated::gpu> {
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
-    launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule, device_form(modification),
-                     d_modification);
+    launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule,
+                     cuda_backend::device_modification(modification), d_modification);
   }
 
  private:
   using launch = cuda_backend::fused_attention_launch<cuda_emulator::runtime>;
-
-  static cuda_backend::no_score_modification device_form(const unmodified&) { return {}; }
-  template <class M>
-    requires M::modifies
-  static const M& device_form(const M& m) {
-    return m;
-  }
 };
 
 }  // namespace attn

@@ -8,6 +8,7 @@
 #include "emulated_gpu.hpp"
 
 #include <attn/cpu.hpp>
+#include <attn/grad/fused_attention.hpp>
 
 #include <doctest/doctest.h>
 
@@ -25,76 +26,45 @@ namespace {
 using attn::index_t;
 using fused_case::modification;
 
+using B = attn::dim<"batch">;
+using H = attn::dim<"heads">;
+using Q = attn::dim<"queries">;
+using K = attn::dim<"keys">;
+
 /// ALiBi (s − m_h·|first_query + i − j|) or a soft cap (c_h·tanh(s / c_h)) with a learned number a
-/// head, in both forms the kernels take: the CPU kernel's, by a score's coordinates {b, h, i, j},
-/// and the GPU kernels' device form (score_modification.cuh's), by its row-major index in
-/// [batch, heads, queries, keys].
-template <class A>
-struct learned_modification {
-  static constexpr bool modifies = true;
-  modification kind;
-  const A* learned;  // [heads]
-  index_t heads, queries, keys, first_query;
-  index_t size;  // numbers of the learned inputs' gradient
-
-  using coordinates = std::array<index_t, 4>;
-
-  A operator()(const coordinates& c, A s) const {
-    const A m = learned[c[1]];
-    return kind == modification::alibi ? s - m * distance(c) : m * std::tanh(s / m);
-  }
-  A derivative(const coordinates& c, A s) const {
-    if (kind == modification::alibi) return A(1);
-    const A t = std::tanh(s / learned[c[1]]);
-    return A(1) - t * t;
-  }
-  index_t gradient_size() const { return size; }
-  void accumulate(const coordinates& c, A s, A d_score, A* gradients) const {
-    const A m = learned[c[1]];
-    if (kind == modification::alibi) {
-      gradients[c[1]] -= d_score * distance(c);
-    } else {
-      const A t = std::tanh(s / m);
-      gradients[c[1]] += d_score * (t - s / m * (A(1) - t * t));
-    }
-  }
-
-  // The device form.
-  template <class S>
-  S operator()(std::int64_t at, S s) const {
-    return S((*this)(coordinates_of(at), A(s)));
-  }
-  template <class S>
-  S derivative(std::int64_t at, S s) const {
-    return S(derivative(coordinates_of(at), A(s)));
-  }
-  template <class S>
-  void accumulate(std::int64_t at, S s, S d_score, S* gradients) const {
-    accumulate(coordinates_of(at), A(s), A(d_score), gradients);
-  }
-
- private:
-  A distance(const coordinates& c) const { return std::abs(A(first_query + c[2] - c[3])); }
-  coordinates coordinates_of(std::int64_t at) const {
-    const index_t j = index_t(at % keys);
-    at /= keys;
-    const index_t i = index_t(at % queries);
-    at /= queries;
-    return {index_t(at / heads), index_t(at % heads), i, j};
-  }
-};
-
+/// head, the expressions of fused_attention_case.hpp's grad cases over the case's numbers (host
+/// memory, the emulator's too): the CPU kernel takes its host form (element_at), the emulated GPU
+/// kernels its device form (score_modification.cuh's coordinate plans), as on a GPU.
+template <modification kind>
 struct make_learned {
   template <class A>
-  learned_modification<A> operator()(const A* learned, const fused_case::sizes& z) const {
-    return {z.modified, learned, z.heads, z.queries, z.keys, z.first_query, z.heads};
+  auto operator()(const A* learned, const fused_case::sizes& z) const {
+    const attn::extents<attn::shape<B, H, Q, K>> scores(z.batch, z.heads, z.queries, z.keys);
+    const attn::tensor_view<const A, attn::shape<H>, attn::cpu> x(learned, attn::extents<attn::shape<H>>(z.heads));
+    const auto s = attn::input<0>(attn::placeholder<A, attn::cpu>(scores));
+    const auto score = [&] {
+      if constexpr (kind == modification::alibi)
+        return s - attn::broadcast_like(attn::input<1>(x), s) *
+                       attn::abs(attn::index_along<Q>(s, A(z.first_query)) - attn::index_along<K>(s));
+      else
+        return attn::broadcast_like(attn::input<1>(x), s) * attn::tanh(s / attn::broadcast_like(attn::input<1>(x), s));
+    }();
+    const auto slope = attn::derivative<0>(score);
+    const auto partials = std::tuple{attn::derivative<1>(score)};
+    return attn::grad::detail::evaluated_modification<A, decltype(score), decltype(slope), decltype(partials), 1>{
+        score, slope, partials, {0}, z.heads};
   }
 };
 
 template <class T, class Device>
 fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
-  if (z.modified == modification::none) return fused_case::run_kernel<T, Device>(z, seed);
-  return fused_case::run_kernel<T, Device>(z, seed, make_learned{});
+  switch (z.modified) {
+    case modification::alibi: return fused_case::run_kernel<T, Device>(z, seed, make_learned<modification::alibi>{});
+    case modification::soft_cap:
+      return fused_case::run_kernel<T, Device>(z, seed, make_learned<modification::soft_cap>{});
+    case modification::none: break;
+  }
+  return fused_case::run_kernel<T, Device>(z, seed);
 }
 
 /// Whether 16-bit calls run on tensor cores, until the end of the scope.

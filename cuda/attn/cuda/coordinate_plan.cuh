@@ -1,0 +1,340 @@
+// Plans evaluated at an element's coordinates: the device form of expr/element.hpp's element_at
+// and input_offset, which a fused attention kernel's score modification evaluates at the score
+// (b, h, i, j) it holds. The generated elementwise kernel's plans (elementwise.cuh) take a
+// row-major linear index and divide it back into coordinates at every broadcast, permute and
+// slice; a kernel that holds the coordinates already need not: here a broadcast or a permute
+// picks coordinates, a slice shifts one, a leaf multiplies them by its strides. Only a reshape
+// goes through the row-major offset, as element_at does. No CUDA run-time here: the CPU
+// emulator's tests build these plans from host expressions and run them in the kernels.
+//
+// Like elementwise.cuh's plans, these are trivially copyable (a whole tree is one kernel
+// parameter) and their types name no dimension, only ranks and positions.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <attn/expr.hpp>
+
+#include "fast_divider.cuh"
+#include "index_map.cuh"  // row_major_strides
+
+namespace attn::cuda_backend {
+
+/// Coordinates of one element of a rank-R shape, outermost first, as I (32 or 64 bits).
+template <std::size_t R, class I>
+struct position {
+  I index[R > 0 ? R : 1];
+};
+
+/// The row-major offset of coordinates c in a shape with these strides.
+template <std::size_t R, class I>
+__host__ __device__ I offset_at(const position<R, I>& c, const index_t (&strides)[R > 0 ? R : 1]) {
+  I offset = 0;
+  for (std::size_t r = 0; r < R; ++r) offset += c.index[r] * I(strides[r]);
+  return offset;
+}
+
+// Leaves.
+
+/// A view: dense row-major data.
+template <class T, std::size_t R>
+struct data_at {
+  using value_type = accumulate_t<T>;
+  const T* data;
+  index_t strides[R > 0 ? R : 1];
+  template <class I, class... Given>
+  __device__ value_type operator()(const position<R, I>& c, Given...) const {
+    return value_type(data[offset_at(c, strides)]);
+  }
+};
+
+/// The row-major offset itself: where an index plan (below) ends, at the input.
+template <std::size_t R>
+struct offset_of {
+  using value_type = index_t;
+  index_t strides[R > 0 ? R : 1];
+  template <class I>
+  __device__ I operator()(const position<R, I>& c) const {
+    return offset_at(c, strides);
+  }
+};
+
+template <class T>
+struct constant_at {
+  using value_type = T;
+  T value;
+  template <class C, class... Given>
+  __device__ T operator()(const C&, Given...) const { return value; }
+};
+
+/// An iota: its one coordinate, shifted.
+template <class T>
+struct iota_at {
+  using value_type = T;
+  T start;
+  template <class I, class... Given>
+  __device__ T operator()(const position<1, I>& c, Given...) const { return start + static_cast<T>(c.index[0]); }
+};
+
+/// A placeholder: the value given, the score the kernel holds.
+template <class T>
+struct placeholder_at {
+  using value_type = accumulate_t<T>;
+  template <class C, class Given>
+  __device__ value_type operator()(const C&, Given given) const { return value_type(given); }
+};
+
+// Operations, as elementwise.cuh's: stateless functors called fresh, value types in
+// accumulate_t (a cast to a 16-bit type rounds there and widens again).
+
+template <class Op, class A>
+struct unary_at {
+  using value_type = accumulate_t<decltype(Op{}(std::declval<typename A::value_type>()))>;
+  A a;
+  template <class C, class... Given>
+  __device__ value_type operator()(const C& c, Given... given) const { return value_type(Op{}(a(c, given...))); }
+};
+
+template <class Op, class A, class B>
+struct binary_at {
+  using value_type = decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename B::value_type>()));
+  A a;
+  B b;
+  template <class C, class... Given>
+  __device__ value_type operator()(const C& c, Given... given) const {
+    return Op{}(a(c, given...), b(c, given...));
+  }
+};
+
+/// Only the chosen branch is evaluated.
+template <class Condition, class A, class B>
+struct select_at {
+  using value_type = typename A::value_type;
+  Condition condition;
+  A a;
+  B b;
+  template <class C, class... Given>
+  __device__ value_type operator()(const C& c, Given... given) const {
+    return condition(c, given...) ? a(c, given...) : b(c, given...);
+  }
+};
+
+// Maps from a node's coordinates to its operand's.
+
+/// Broadcast and permute: operand coordinate k is the node's coordinate From[k].
+template <std::size_t... From>
+struct pick {
+  template <std::size_t R, class I>
+  __device__ position<sizeof...(From), I> operator()(const position<R, I>& c) const {
+    return {{c.index[From]...}};
+  }
+};
+
+/// Slice: the same coordinates, the sliced one shifted by the slice's start.
+template <std::size_t Dim>
+struct shift {
+  index_t start;
+  template <std::size_t R, class I>
+  __device__ position<R, I> operator()(position<R, I> c) const {
+    c.index[Dim] += I(start);
+    return c;
+  }
+};
+
+/// Reshape (a split or a merge): the same row-major offset, taken apart in the operand's sizes.
+/// A GPU has no integer divider: where the offsets fit 32 bits (`narrow`), it divides by
+/// multiplying (fast_divider.cuh), else it calls 64-bit division (about a hundred instructions).
+template <std::size_t R, std::size_t RA>
+struct relayout {
+  index_t strides[R > 0 ? R : 1];
+  index_t sizes[RA > 0 ? RA : 1];  // the operand's
+  fast_divider dividers[RA > 0 ? RA : 1];
+  bool narrow;  // the node's elements are fewer than 2³²
+  template <class I>
+  __device__ position<RA, I> operator()(const position<R, I>& c) const {
+    position<RA, I> in{};
+    if (narrow) {
+      std::uint32_t offset = std::uint32_t(offset_at(c, strides));
+      for (std::size_t r = RA; r-- > 1;) {
+        const std::uint32_t quotient = dividers[r].quotient(offset);
+        in.index[r] = I(dividers[r].remainder(offset, quotient));
+        offset = quotient;
+      }
+      if constexpr (RA > 0) in.index[0] = I(offset);
+    } else {
+      I offset = offset_at(c, strides);
+      for (std::size_t r = RA; r-- > 1;) {
+        in.index[r] = offset % I(sizes[r]);
+        offset /= I(sizes[r]);
+      }
+      if constexpr (RA > 0) in.index[0] = offset;
+    }
+    return in;
+  }
+};
+
+/// A node that reads its operand through a map.
+template <class Map, class A>
+struct mapped_at {
+  using value_type = typename A::value_type;
+  Map map;
+  A a;
+  template <class C, class... Given>
+  __device__ value_type operator()(const C& c, Given... given) const {
+    return a(map(c), given...);
+  }
+};
+
+namespace detail {
+
+template <class T, class S>
+data_at<T, S::rank> data_plan(const T* data, const extents<S>& sizes) {
+  data_at<T, S::rank> plan{data, {}};
+  const auto strides = row_major_strides(sizes);
+  for (std::size_t r = 0; r < S::rank; ++r) plan.strides[r] = strides[r];
+  return plan;
+}
+
+template <class S>
+offset_of<S::rank> offset_plan(const extents<S>& sizes) {
+  offset_of<S::rank> plan{};
+  const auto strides = row_major_strides(sizes);
+  for (std::size_t r = 0; r < S::rank; ++r) plan.strides[r] = strides[r];
+  return plan;
+}
+
+/// pick<From...> from a constexpr array of positions.
+template <auto positions, std::size_t... K>
+auto pick_of(std::index_sequence<K...>) {
+  return pick<positions[K]...>{};
+}
+
+/// Whether node E reads its operand at its own coordinates: an input, a rename, a reshape to
+/// the same shape (element_at's pass-through).
+template <class E>
+inline constexpr bool passes_coordinates =
+    std::is_same_v<shape_t<decltype(std::declval<const E&>().a)>, shape_t<E>> && !requires(const E& e) { e.start; };
+
+/// The map of broadcast, permute, slice or reshape node E to its operand's coordinates
+/// (element_at's operand_coordinates).
+template <class E>
+auto operand_map(const E& e) {
+  using A = std::remove_cvref_t<decltype(e.a)>;
+  using SA = shape_t<A>;
+  using S = shape_t<E>;
+  if constexpr (requires { e.start; }) {  // slice
+    return shift<dim_index<S, typename E::sliced_dim>>{e.start};
+  } else if constexpr (requires { E::source_positions(); }) {  // permute: in[from[r]] = c[r]
+    static constexpr auto to = [] {
+      constexpr auto from = E::source_positions();
+      std::array<std::size_t, S::rank> inverse{};
+      for (std::size_t r = 0; r < S::rank; ++r) inverse[from[r]] = r;
+      return inverse;
+    }();
+    return pick_of<to>(std::make_index_sequence<S::rank>{});
+  } else if constexpr (std::is_same_v<E, expr::broadcast<S, A>>) {  // A's dimensions keep their indices
+    return []<class... Ds>(meta::list<Ds...>) { return pick<dim_index<S, Ds>...>{}; }(typename SA::dims{});
+  } else {  // reshape
+    relayout<S::rank, SA::rank> map{};
+    const auto strides = row_major_strides(e.extents());
+    for (std::size_t r = 0; r < S::rank; ++r) map.strides[r] = strides[r];
+    map.narrow = e.extents().size() <= index_t{0xffffffff};
+    for (std::size_t r = 0; r < SA::rank; ++r) {
+      map.sizes[r] = e.a.extents()[r];
+      if (map.sizes[r] >= 1 && map.sizes[r] <= index_t{0xffffffff})
+        map.dividers[r] = fast_divider(std::uint64_t(map.sizes[r]));
+    }
+    return map;
+  }
+}
+
+}  // namespace detail
+
+/// Whether expression E reads input I (expr/derivative.hpp's marked inputs).
+template <std::size_t I, class E>
+inline constexpr bool reads_input = [] {
+  if constexpr (attn::detail::is_input<I, E>) {
+    return true;
+  } else if constexpr (is_tensor_view_v<E>) {
+    return false;
+  } else {
+    bool reads = false;
+    if constexpr (requires(const E& e) { e.condition; })
+      reads = reads || reads_input<I, std::remove_cvref_t<decltype(std::declval<const E&>().condition)>>;
+    if constexpr (requires(const E& e) { e.a; })
+      reads = reads || reads_input<I, std::remove_cvref_t<decltype(std::declval<const E&>().a)>>;
+    if constexpr (requires(const E& e) { e.b; })
+      reads = reads || reads_input<I, std::remove_cvref_t<decltype(std::declval<const E&>().b)>>;
+    return reads;
+  }
+}();
+
+/// The plan of elementwise expression e evaluated at its coordinates, node for node as
+/// element_at evaluates it (which takes no reduction or contraction either: a score
+/// modification has none, derivative<I> refusing them).
+template <class E>
+auto coordinate_plan(const E& e) {
+  using S = shape_t<E>;
+  if constexpr (is_tensor_view_v<E>) {
+    return detail::data_plan(e.data(), e.extents());
+  } else if constexpr (requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; }) {
+    static_assert(sizeof(E) == 0, "attn::cuda: a reduction or contraction has no element of its own");
+  } else if constexpr (requires { e.condition; }) {
+    using C = decltype(coordinate_plan(e.condition));
+    using A = decltype(coordinate_plan(e.a));
+    using B = decltype(coordinate_plan(e.b));
+    return select_at<C, A, B>{coordinate_plan(e.condition), coordinate_plan(e.a), coordinate_plan(e.b)};
+  } else if constexpr (requires { e.a; e.b; }) {
+    using A = decltype(coordinate_plan(e.a));
+    using B = decltype(coordinate_plan(e.b));
+    return binary_at<std::remove_cvref_t<decltype(e.op)>, A, B>{coordinate_plan(e.a), coordinate_plan(e.b)};
+  } else if constexpr (requires { e.op; e.a; }) {
+    using A = decltype(coordinate_plan(e.a));
+    return unary_at<std::remove_cvref_t<decltype(e.op)>, A>{coordinate_plan(e.a)};
+  } else if constexpr (requires { e.a; }) {
+    if constexpr (detail::passes_coordinates<E>) {
+      return coordinate_plan(e.a);
+    } else {
+      const auto map = detail::operand_map(e);
+      using A = decltype(coordinate_plan(e.a));
+      return mapped_at<std::remove_const_t<decltype(map)>, A>{map, coordinate_plan(e.a)};
+    }
+  } else if constexpr (requires { e.value; }) {
+    return constant_at<accumulate_t<value_t<E>>>{e.value};
+  } else if constexpr (requires { e.start; }) {
+    return iota_at<accumulate_t<value_t<E>>>{e.start};
+  } else {
+    static_assert(std::is_same_v<E, expr::placeholder<value_t<E>, S, device_t<E>>>,
+                  "attn::cuda: a score modification node with no coordinate plan");
+    return placeholder_at<value_t<E>>{};
+  }
+}
+
+/// The index plan of input I through e, which reads it: at e's coordinates, the row-major
+/// offset in input I's own shape of the element read, through the first operand that reads it
+/// (input_offset's device form).
+template <std::size_t I, class E>
+auto index_plan(const E& e) {
+  static_assert(reads_input<I, E>, "attn::cuda: an index plan of an input the expression does not read");
+  if constexpr (attn::detail::is_input<I, E>) {
+    return detail::offset_plan(e.extents());
+  } else if constexpr (requires { e.condition; }) {
+    if constexpr (reads_input<I, std::remove_cvref_t<decltype(e.condition)>>) return index_plan<I>(e.condition);
+    else if constexpr (reads_input<I, std::remove_cvref_t<decltype(e.a)>>) return index_plan<I>(e.a);
+    else return index_plan<I>(e.b);
+  } else if constexpr (requires { e.a; e.b; }) {
+    if constexpr (reads_input<I, std::remove_cvref_t<decltype(e.a)>>) return index_plan<I>(e.a);
+    else return index_plan<I>(e.b);
+  } else if constexpr (requires { e.op; e.a; } || detail::passes_coordinates<E>) {
+    return index_plan<I>(e.a);
+  } else {
+    const auto map = detail::operand_map(e);
+    return mapped_at<std::remove_const_t<decltype(map)>, decltype(index_plan<I>(e.a))>{map, index_plan<I>(e.a)};
+  }
+}
+
+}  // namespace attn::cuda_backend

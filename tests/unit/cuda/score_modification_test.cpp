@@ -1,0 +1,101 @@
+// A score modification's device form (cuda/attn/cuda/score_modification.cuh: coordinate plans,
+// coordinate_plan.cuh, with the score given, and index plans for the learned inputs) against its
+// host form (grad/fused_attention.hpp's evaluated_modification: element_at and input_offset), at
+// every score of a small [batch, heads, queries, keys]: the modified score, its derivative by the
+// score, and what each score adds to each input's gradient, for the cases of
+// score_modification_cases.hpp. The plans are built from host expressions and run on the CPU (the
+// device code compiled for the emulator); tests/gpu/score_modification_test.cu runs them on a GPU.
+#include <attn/cuda/emulator.hpp>  // first: the device code below is compiled for it
+
+#include <attn/cuda/score_modification.cuh>
+#include <attn/grad/fused_attention.hpp>
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../../gpu/score_modification_cases.hpp"
+
+namespace {
+
+using attn::extents;
+using attn::index_t;
+using attn::shape;
+using attn::tensor;
+
+using namespace score_modification_cases;
+
+template <class X>
+tensor<float, X, attn::cpu> random_tensor(const extents<X>& sizes, double lo, double hi, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  tensor<float, X, attn::cpu> x(sizes);
+  for (index_t i = 0; i < x.size(); ++i) x.data()[i] = float(u(generator));
+  return x;
+}
+
+/// f(s, x) with x's values, both forms at every score.
+template <class F, class X>
+void compare(const std::string& name, const F& f, const tensor<float, X, attn::cpu>& x_values) {
+  const extents<S> sizes = score_modification_cases::sizes();
+  attn::grad::variable<float, X, attn::cpu> x(tensor<float, X, attn::cpu>(x_values), true);
+  const auto on_host =
+      attn::grad::detail::evaluate_modification<float, S, attn::cpu>(attn::grad::modify_scores(f, x), sizes, true);
+  const auto m = attn::cuda_backend::device_modification(on_host);
+  static_assert(std::is_trivially_copyable_v<std::remove_const_t<decltype(m)>>);
+  REQUIRE(m.size == on_host.gradient_size());
+  REQUIRE(m.size == x_values.size());
+
+  int mismatched_values = 0, mismatched_slopes = 0;
+  std::vector<float> want(std::size_t(x_values.size()), 0.0f), got(want);
+  for (index_t at = 0; at < sizes.size(); ++at) {
+    const auto c = attn::detail::from_row_major<S>(at, sizes);
+    const attn::cuda_backend::score_position p{{c[0], c[1], c[2], c[3]}};
+    const float s = given(at);
+    mismatched_values += on_host(c, s) != m(p, s);
+    mismatched_slopes += on_host.derivative(c, s) != m.derivative(p, s);
+    on_host.accumulate(c, s, 1.0f, want.data());
+    m.accumulate(p, s, 1.0f, got.data());
+  }
+  // The same float operations in the same order, compiled by the same compiler: the same bits.
+  INFO(name);
+  CHECK(mismatched_values == 0);
+  CHECK(mismatched_slopes == 0);
+  CHECK(got == want);
+}
+
+}  // namespace
+
+TEST_CASE("score modifications' coordinate plans equal the host form at every score") {
+  unsigned seed = 0;
+  score_modification_cases::for_each([](const auto&... c) { compare(c...); },
+                                     [&](const auto& sizes, double lo, double hi) {
+                                       return random_tensor(sizes, lo, hi, ++seed);
+                                     });
+}
+
+TEST_CASE("a reshape's coordinate map divides the same in 32 bits as in 64") {
+  // [B, H, Q, K] split out of [B, H, C]: the map from a score's coordinates to the operand's,
+  // at every score, dividing by multiplying and dividing.
+  using C = attn::dim<"c">;
+  const tensor<float, shape<B, H, C>, attn::cpu> x(extents<shape<B, H, C>>(2, 3, 35));
+  const auto split = attn::split<C, Q, K>(x, 5);
+  static_assert(std::is_same_v<attn::shape_t<decltype(split)>, S>);
+  const auto narrow = attn::cuda_backend::detail::operand_map(split);
+  CHECK(narrow.narrow);
+  auto wide = narrow;
+  wide.narrow = false;
+  int wrong = 0;
+  for (index_t b = 0; b < 2; ++b)
+    for (index_t h = 0; h < 3; ++h)
+      for (index_t i = 0; i < 5; ++i)
+        for (index_t j = 0; j < 7; ++j)
+          for (const auto& map : {narrow, wide}) {
+            const auto in = map(attn::cuda_backend::score_position{{b, h, i, j}});
+            wrong += in.index[0] != b || in.index[1] != h || in.index[2] != i * 7 + j;
+          }
+  CHECK(wrong == 0);
+}
