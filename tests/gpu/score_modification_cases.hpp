@@ -2,7 +2,7 @@
 // tests/unit/cuda/score_modification_test.cpp (on the CPU, after the emulator's header) compare
 // in device form with the host form, at every score of a small [batch, heads, queries, keys]:
 // through every node a coordinate plan has (broadcast, select, slice, permutes of two and three
-// dimensions, merge and split, iotas, constants).
+// dimensions, rename, merge and split, iotas, constants).
 #pragma once
 
 #include <attn/expr.hpp>
@@ -16,6 +16,7 @@ using H = attn::dim<"heads">;
 using Q = attn::dim<"queries">;
 using K = attn::dim<"keys">;
 using QK = attn::dim<"query_key">;
+using Cap = attn::dim<"per_head">;
 using S = attn::shape<B, H, Q, K>;
 
 /// The sizes of the scores every case is evaluated at.
@@ -58,6 +59,11 @@ void for_each(const Compare& compare, const Random& random) {
       "table through a three-way permute",
       [](const auto& s, const auto& table) { return s - attn::broadcast_like(attn::permute<H, Q, K>(table), s); },
       random(extents<shape<K, H, Q>>(7, 3, 5), -1.0, 1.0));
+  // A per-head table under another name: a reshape that passes the coordinates on.
+  compare(
+      "table through a rename",
+      [](const auto& s, const auto& table) { return s + attn::broadcast_like(attn::rename<Cap, H>(table), s); },
+      random(extents<shape<Cap>>(3), -1.0, 1.0));
   // A [queries, keys] table merged into one dimension and split back: two reshapes, each
   // through the row-major offset.
   compare(

@@ -32,9 +32,9 @@ __global__ void evaluate_each(M m, attn::cuda_backend::score_position sizes, flo
   const std::int64_t at = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (at >= sizes.index[0] * sizes.index[1] * sizes.index[2] * sizes.index[3]) return;
   attn::cuda_backend::score_position c{};
-  for (int r = 3, rest = int(at); r >= 0; --r) {
+  for (std::int64_t r = 3, rest = at; r >= 0; --r) {
     c.index[r] = rest % sizes.index[r];
-    rest /= int(sizes.index[r]);
+    rest /= sizes.index[r];
   }
   values[at] = m(c, given(at));
   slopes[at] = m.derivative(c, given(at));

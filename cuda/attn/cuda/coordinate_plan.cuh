@@ -3,8 +3,8 @@
 // (b, h, i, j) it holds. The generated elementwise kernel's plans (elementwise.cuh) take a
 // row-major linear index and divide it back into coordinates at every broadcast, permute and
 // slice; a kernel that holds the coordinates already need not: here a broadcast or a permute
-// picks coordinates, a slice shifts one, a leaf multiplies them by its strides. Only a reshape
-// goes through the row-major offset, as element_at does. No CUDA run-time here: the CPU
+// picks coordinates, a slice shifts one, a rename passes them on, a leaf multiplies them by its
+// strides. Only a split or a merge goes through the row-major offset, as element_at does. No CUDA run-time here: the CPU
 // emulator's tests build these plans from host expressions and run them in the kernels.
 //
 // Like elementwise.cuh's plans, these are trivially copyable (a whole tree is one kernel
@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -21,22 +22,9 @@
 
 #include "fast_divider.cuh"
 #include "index_map.cuh"  // row_major_strides
+#include "position.cuh"
 
 namespace attn::cuda_backend {
-
-/// Coordinates of one element of a rank-R shape, outermost first, as I (32 or 64 bits).
-template <std::size_t R, class I>
-struct position {
-  I index[R > 0 ? R : 1];
-};
-
-/// The row-major offset of coordinates c in a shape with these strides.
-template <std::size_t R, class I>
-__host__ __device__ I offset_at(const position<R, I>& c, const index_t (&strides)[R > 0 ? R : 1]) {
-  I offset = 0;
-  for (std::size_t r = 0; r < R; ++r) offset += c.index[r] * I(strides[r]);
-  return offset;
-}
 
 // Leaves.
 
@@ -213,11 +201,29 @@ auto pick_of(std::index_sequence<K...>) {
   return pick<positions[K]...>{};
 }
 
-/// Whether node E reads its operand at its own coordinates: an input, a rename, a reshape to
-/// the same shape (element_at's pass-through).
+/// Whether node E reads its operand at its own coordinates: an input, a reshape to the same
+/// shape, a rename (element_at's pass-through, and a reshape that keeps the rank: split and merge
+/// change it; same_sizes checks the sizes).
 template <class E>
-inline constexpr bool passes_coordinates =
-    std::is_same_v<shape_t<decltype(std::declval<const E&>().a)>, shape_t<E>> && !requires(const E& e) { e.start; };
+inline constexpr bool is_reshape = false;
+template <class To, class A>
+inline constexpr bool is_reshape<expr::reshape<To, A>> = true;
+
+template <class E>
+inline constexpr bool passes_coordinates = [] {
+  using A = std::remove_cvref_t<decltype(std::declval<const E&>().a)>;
+  if constexpr (requires(const E& e) { e.start; }) return false;  // a slice
+  else if constexpr (std::is_same_v<shape_t<A>, shape_t<E>>) return true;
+  else return is_reshape<E> && shape_t<A>::rank == shape_t<E>::rank;
+}();
+
+/// A node that passes its coordinates on has its operand's sizes.
+template <class E>
+void same_sizes(const E& e) {
+  for (std::size_t r = 0; r < shape_t<E>::rank; ++r)
+    if (e.extents()[r] != e.a.extents()[r])
+      throw std::invalid_argument("attn::cuda: a reshape that keeps its rank must keep its sizes");
+}
 
 /// The map of broadcast, permute, slice or reshape node E to its operand's coordinates
 /// (element_at's operand_coordinates).
@@ -297,6 +303,7 @@ auto coordinate_plan(const E& e) {
     return unary_at<std::remove_cvref_t<decltype(e.op)>, A>{coordinate_plan(e.a)};
   } else if constexpr (requires { e.a; }) {
     if constexpr (detail::passes_coordinates<E>) {
+      detail::same_sizes(e);
       return coordinate_plan(e.a);
     } else {
       const auto map = detail::operand_map(e);
@@ -329,7 +336,10 @@ auto index_plan(const E& e) {
   } else if constexpr (requires { e.a; e.b; }) {
     if constexpr (reads_input<I, std::remove_cvref_t<decltype(e.a)>>) return index_plan<I>(e.a);
     else return index_plan<I>(e.b);
-  } else if constexpr (requires { e.op; e.a; } || detail::passes_coordinates<E>) {
+  } else if constexpr (requires { e.op; e.a; }) {
+    return index_plan<I>(e.a);
+  } else if constexpr (detail::passes_coordinates<E>) {
+    detail::same_sizes(e);
     return index_plan<I>(e.a);
   } else {
     const auto map = detail::operand_map(e);

@@ -6,7 +6,7 @@
 #include <attn/core.hpp>
 #include <cstdint>
 
-#include "coordinate_plan.cuh"  // position
+#include "position.cuh"
 
 namespace attn::cuda_backend {
 

@@ -9,9 +9,7 @@
 // emulator's tests build device forms from host expressions.
 #pragma once
 
-#include <array>
 #include <cstddef>
-#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>

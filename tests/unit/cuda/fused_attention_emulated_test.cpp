@@ -12,11 +12,10 @@
 
 #include <doctest/doctest.h>
 
-#include <array>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../gpu/fused_attention_case.hpp"

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -98,4 +99,14 @@ TEST_CASE("a reshape's coordinate map divides the same in 32 bits as in 64") {
             wrong += in.index[0] != b || in.index[1] != h || in.index[2] != i * 7 + j;
           }
   CHECK(wrong == 0);
+}
+
+TEST_CASE("a reshape that keeps its rank but not its sizes has no coordinate plan") {
+  // Split, merge and rename cannot make one; the node's constructor can.
+  const tensor<float, shape<H>, attn::cpu> x(extents<shape<H>>(3));
+  const auto view = attn::as_operand(x);
+  const attn::expr::reshape<shape<K>, decltype(view)> wider(view, extents<shape<K>>(6));
+  CHECK_THROWS_AS(attn::cuda_backend::coordinate_plan(wider), std::invalid_argument);
+  const attn::expr::reshape<shape<K>, decltype(view)> renamed(view, extents<shape<K>>(3));
+  CHECK_NOTHROW(attn::cuda_backend::coordinate_plan(renamed));
 }
