@@ -4,8 +4,10 @@
 // row-major linear index and divide it back into coordinates at every broadcast, permute and
 // slice; a kernel that holds the coordinates already need not: here a broadcast or a permute
 // picks coordinates, a slice shifts one, a rename passes them on, a leaf multiplies them by its
-// strides. Only a split or a merge goes through the row-major offset, as element_at does. No CUDA run-time here: the CPU
-// emulator's tests build these plans from host expressions and run them in the kernels.
+// strides. Only a split or a merge goes through the row-major offset, as element_at does.
+// Operations, constants and placeholders are plan_nodes.cuh's, which both families share. No
+// CUDA run-time here: the CPU emulator's tests build these plans from host expressions and run
+// them in the kernels.
 //
 // Like elementwise.cuh's plans, these are trivially copyable (a whole tree is one kernel
 // parameter) and their types name no dimension, only ranks and positions.
@@ -21,42 +23,23 @@
 #include <attn/expr.hpp>
 
 #include "fast_divider.cuh"
-#include "index_map.cuh"  // row_major_strides
+#include "plan_nodes.cuh"
 #include "position.cuh"
 
 namespace attn::cuda_backend {
 
-// Leaves.
+// Leaves (with plan_nodes.cuh's constant_plan and placeholder_plan).
 
 /// A view: dense row-major data.
 template <class T, std::size_t R>
 struct data_at {
   using value_type = accumulate_t<T>;
   const T* data;
-  index_t strides[R > 0 ? R : 1];
+  offset_of<R> offset;
   template <class I, class... Given>
   __device__ value_type operator()(const position<R, I>& c, Given...) const {
-    return value_type(data[offset_at(c, strides)]);
+    return value_type(data[offset(c)]);
   }
-};
-
-/// The row-major offset itself: where an index plan (below) ends, at the input.
-template <std::size_t R>
-struct offset_of {
-  using value_type = index_t;
-  index_t strides[R > 0 ? R : 1];
-  template <class I>
-  __device__ I operator()(const position<R, I>& c) const {
-    return offset_at(c, strides);
-  }
-};
-
-template <class T>
-struct constant_at {
-  using value_type = T;
-  T value;
-  template <class C, class... Given>
-  __device__ T operator()(const C&, Given...) const { return value; }
 };
 
 /// An iota: its one coordinate, shifted.
@@ -66,49 +49,6 @@ struct iota_at {
   T start;
   template <class I, class... Given>
   __device__ T operator()(const position<1, I>& c, Given...) const { return start + static_cast<T>(c.index[0]); }
-};
-
-/// A placeholder: the value given, the score the kernel holds.
-template <class T>
-struct placeholder_at {
-  using value_type = accumulate_t<T>;
-  template <class C, class Given>
-  __device__ value_type operator()(const C&, Given given) const { return value_type(given); }
-};
-
-// Operations, as elementwise.cuh's: stateless functors called fresh, value types in
-// accumulate_t (a cast to a 16-bit type rounds there and widens again).
-
-template <class Op, class A>
-struct unary_at {
-  using value_type = accumulate_t<decltype(Op{}(std::declval<typename A::value_type>()))>;
-  A a;
-  template <class C, class... Given>
-  __device__ value_type operator()(const C& c, Given... given) const { return value_type(Op{}(a(c, given...))); }
-};
-
-template <class Op, class A, class B>
-struct binary_at {
-  using value_type = decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename B::value_type>()));
-  A a;
-  B b;
-  template <class C, class... Given>
-  __device__ value_type operator()(const C& c, Given... given) const {
-    return Op{}(a(c, given...), b(c, given...));
-  }
-};
-
-/// Only the chosen branch is evaluated.
-template <class Condition, class A, class B>
-struct select_at {
-  using value_type = typename A::value_type;
-  Condition condition;
-  A a;
-  B b;
-  template <class C, class... Given>
-  __device__ value_type operator()(const C& c, Given... given) const {
-    return condition(c, given...) ? a(c, given...) : b(c, given...);
-  }
 };
 
 // Maps from a node's coordinates to its operand's.
@@ -138,7 +78,7 @@ struct shift {
 /// multiplying (fast_divider.cuh), else it calls 64-bit division (about a hundred instructions).
 template <std::size_t R, std::size_t RA>
 struct relayout {
-  index_t strides[R > 0 ? R : 1];
+  offset_of<R> offset;             // in the node
   index_t sizes[RA > 0 ? RA : 1];  // the operand's
   fast_divider dividers[RA > 0 ? RA : 1];
   bool narrow;  // the node's elements are fewer than 2³²
@@ -146,20 +86,20 @@ struct relayout {
   __device__ position<RA, I> operator()(const position<R, I>& c) const {
     position<RA, I> in{};
     if (narrow) {
-      std::uint32_t offset = std::uint32_t(offset_at(c, strides));
+      std::uint32_t rest = std::uint32_t(offset(c));
       for (std::size_t r = RA; r-- > 1;) {
-        const std::uint32_t quotient = dividers[r].quotient(offset);
-        in.index[r] = I(dividers[r].remainder(offset, quotient));
-        offset = quotient;
+        const std::uint32_t quotient = dividers[r].quotient(rest);
+        in.index[r] = I(dividers[r].remainder(rest, quotient));
+        rest = quotient;
       }
-      if constexpr (RA > 0) in.index[0] = I(offset);
+      if constexpr (RA > 0) in.index[0] = I(rest);
     } else {
-      I offset = offset_at(c, strides);
+      I rest = offset(c);
       for (std::size_t r = RA; r-- > 1;) {
-        in.index[r] = offset % I(sizes[r]);
-        offset /= I(sizes[r]);
+        in.index[r] = rest % I(sizes[r]);
+        rest /= I(sizes[r]);
       }
-      if constexpr (RA > 0) in.index[0] = offset;
+      if constexpr (RA > 0) in.index[0] = rest;
     }
     return in;
   }
@@ -179,36 +119,20 @@ struct mapped_at {
 
 namespace detail {
 
-template <class T, class S>
-data_at<T, S::rank> data_plan(const T* data, const extents<S>& sizes) {
-  data_at<T, S::rank> plan{data, {}};
-  const auto strides = row_major_strides(sizes);
-  for (std::size_t r = 0; r < S::rank; ++r) plan.strides[r] = strides[r];
-  return plan;
-}
-
-template <class S>
-offset_of<S::rank> offset_plan(const extents<S>& sizes) {
-  offset_of<S::rank> plan{};
-  const auto strides = row_major_strides(sizes);
-  for (std::size_t r = 0; r < S::rank; ++r) plan.strides[r] = strides[r];
-  return plan;
-}
-
 /// pick<From...> from a constexpr array of positions.
 template <auto positions, std::size_t... K>
 auto pick_of(std::index_sequence<K...>) {
   return pick<positions[K]...>{};
 }
 
-/// Whether node E reads its operand at its own coordinates: an input, a reshape to the same
-/// shape, a rename (element_at's pass-through, and a reshape that keeps the rank: split and merge
-/// change it; same_sizes checks the sizes).
 template <class E>
 inline constexpr bool is_reshape = false;
 template <class To, class A>
 inline constexpr bool is_reshape<expr::reshape<To, A>> = true;
 
+/// Whether node E reads its operand at its own coordinates: an input, a reshape to the same
+/// shape, a rename (element_at's pass-through, and a reshape that keeps the rank: split and merge
+/// change it; same_sizes checks the sizes).
 template <class E>
 inline constexpr bool passes_coordinates = [] {
   using A = std::remove_cvref_t<decltype(std::declval<const E&>().a)>;
@@ -246,8 +170,7 @@ auto operand_map(const E& e) {
     return []<class... Ds>(meta::list<Ds...>) { return pick<dim_index<S, Ds>...>{}; }(typename SA::dims{});
   } else {  // reshape
     relayout<S::rank, SA::rank> map{};
-    const auto strides = row_major_strides(e.extents());
-    for (std::size_t r = 0; r < S::rank; ++r) map.strides[r] = strides[r];
+    map.offset = offset_of<S::rank>::in(e.extents());
     map.narrow = e.extents().size() <= index_t{0xffffffff};
     for (std::size_t r = 0; r < SA::rank; ++r) {
       map.sizes[r] = e.a.extents()[r];
@@ -286,21 +209,21 @@ template <class E>
 auto coordinate_plan(const E& e) {
   using S = shape_t<E>;
   if constexpr (is_tensor_view_v<E>) {
-    return detail::data_plan(e.data(), e.extents());
+    return data_at<std::remove_const_t<value_t<E>>, S::rank>{e.data(), offset_of<S::rank>::in(e.extents())};
   } else if constexpr (requires { typename E::contracted_dim; } || requires { typename E::reduced_dim; }) {
     static_assert(sizeof(E) == 0, "attn::cuda: a reduction or contraction has no element of its own");
   } else if constexpr (requires { e.condition; }) {
     using C = decltype(coordinate_plan(e.condition));
     using A = decltype(coordinate_plan(e.a));
     using B = decltype(coordinate_plan(e.b));
-    return select_at<C, A, B>{coordinate_plan(e.condition), coordinate_plan(e.a), coordinate_plan(e.b)};
+    return select_plan<C, A, B>{coordinate_plan(e.condition), coordinate_plan(e.a), coordinate_plan(e.b)};
   } else if constexpr (requires { e.a; e.b; }) {
     using A = decltype(coordinate_plan(e.a));
     using B = decltype(coordinate_plan(e.b));
-    return binary_at<std::remove_cvref_t<decltype(e.op)>, A, B>{coordinate_plan(e.a), coordinate_plan(e.b)};
+    return binary_plan<std::remove_cvref_t<decltype(e.op)>, A, B>{coordinate_plan(e.a), coordinate_plan(e.b)};
   } else if constexpr (requires { e.op; e.a; }) {
     using A = decltype(coordinate_plan(e.a));
-    return unary_at<std::remove_cvref_t<decltype(e.op)>, A>{coordinate_plan(e.a)};
+    return unary_plan<std::remove_cvref_t<decltype(e.op)>, A>{coordinate_plan(e.a)};
   } else if constexpr (requires { e.a; }) {
     if constexpr (detail::passes_coordinates<E>) {
       detail::same_sizes(e);
@@ -311,13 +234,13 @@ auto coordinate_plan(const E& e) {
       return mapped_at<std::remove_const_t<decltype(map)>, A>{map, coordinate_plan(e.a)};
     }
   } else if constexpr (requires { e.value; }) {
-    return constant_at<accumulate_t<value_t<E>>>{e.value};
+    return constant_plan<accumulate_t<value_t<E>>>{e.value};
   } else if constexpr (requires { e.start; }) {
     return iota_at<accumulate_t<value_t<E>>>{e.start};
   } else {
     static_assert(std::is_same_v<E, expr::placeholder<value_t<E>, S, device_t<E>>>,
                   "attn::cuda: a score modification node with no coordinate plan");
-    return placeholder_at<value_t<E>>{};
+    return placeholder_plan<value_t<E>>{};
   }
 }
 
@@ -328,7 +251,7 @@ template <std::size_t I, class E>
 auto index_plan(const E& e) {
   static_assert(reads_input<I, E>, "attn::cuda: an index plan of an input the expression does not read");
   if constexpr (attn::detail::is_input<I, E>) {
-    return detail::offset_plan(e.extents());
+    return offset_of<shape_t<E>::rank>::in(e.extents());
   } else if constexpr (requires { e.condition; }) {
     if constexpr (reads_input<I, std::remove_cvref_t<decltype(e.condition)>>) return index_plan<I>(e.condition);
     else if constexpr (reads_input<I, std::remove_cvref_t<decltype(e.a)>>) return index_plan<I>(e.a);

@@ -20,6 +20,7 @@
 
 #include "index_map.cuh"
 #include "memory.cuh"
+#include "plan_nodes.cuh"
 
 namespace attn::cuda_backend {
 
@@ -81,14 +82,6 @@ struct leaf_plan {
   __device__ value_type operator()(I i, Given...) const { return value_type(data[i]); }
 };
 
-template <class T>
-struct constant_plan {
-  using value_type = T;
-  T value;
-  template <class I, class... Given>
-  __device__ T operator()(I, Given...) const { return value; }
-};
-
 /// An iota: the node's own index, shifted.
 template <class T>
 struct iota_plan {
@@ -96,48 +89,6 @@ struct iota_plan {
   T start;
   template <class I, class... Given>
   __device__ T operator()(I i, Given...) const { return start + static_cast<T>(i); }
-};
-
-/// A placeholder (expr/element.hpp): the value given to the evaluation, the score a fused
-/// attention kernel holds. Plans without one are evaluated with nothing given.
-template <class T>
-struct placeholder_plan {
-  using value_type = accumulate_t<T>;
-  template <class I, class Given>
-  __device__ value_type operator()(I, Given given) const { return value_type(given); }
-};
-
-// The scalar functors of expr/ops.hpp are stateless: plans call a fresh Op{} rather than store
-// one. A cast to a 16-bit type rounds there and widens again.
-template <class Op, class A>
-struct unary_plan {
-  using value_type = accumulate_t<decltype(Op{}(std::declval<typename A::value_type>()))>;
-  A a;
-  template <class I, class... Given>
-  __device__ value_type operator()(I i, Given... given) const { return value_type(Op{}(a(i, given...))); }
-};
-
-template <class Op, class A, class B>
-struct binary_plan {
-  using value_type =
-      decltype(Op{}(std::declval<typename A::value_type>(), std::declval<typename B::value_type>()));
-  A a;
-  B b;
-  template <class I, class... Given>
-  __device__ value_type operator()(I i, Given... given) const { return Op{}(a(i, given...), b(i, given...)); }
-};
-
-/// Only the chosen branch is evaluated: a masked log or division never runs where masked.
-template <class C, class A, class B>
-struct select_plan {
-  using value_type = typename A::value_type;
-  C condition;
-  A a;
-  B b;
-  template <class I, class... Given>
-  __device__ value_type operator()(I i, Given... given) const {
-    return condition(i, given...) ? a(i, given...) : b(i, given...);
-  }
 };
 
 /// Broadcast and permute: the operand read through an index_map.
