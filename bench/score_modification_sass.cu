@@ -7,7 +7,6 @@
 #include <attn/grad/fused_attention.hpp>
 
 #include <cstdint>
-#include <tuple>
 
 namespace {
 
@@ -24,19 +23,19 @@ template <variant kind>
 auto device_form(const float* learned) {
   const attn::extents<attn::shape<B, H, Q, K>> scores(4, 16, 1024, 1024);
   const attn::tensor_view<const float, attn::shape<H>, attn::cuda> x(learned, attn::extents<attn::shape<H>>(16));
-  const auto s = attn::input<0>(attn::placeholder<float, attn::cuda>(scores));
-  const auto score = [&] {
-    if constexpr (kind == variant::alibi)
-      return s - attn::broadcast_like(attn::input<1>(x), s) *
-                     attn::abs(attn::index_along<Q>(s, 3.0f) - attn::index_along<K>(s));
-    else
-      return attn::broadcast_like(attn::input<1>(x), s) * attn::tanh(s / attn::broadcast_like(attn::input<1>(x), s));
-  }();
-  const auto slope = attn::derivative<0>(score);
-  const auto partials = std::tuple{attn::derivative<1>(score)};
-  return attn::cuda_backend::device_modification(
-      attn::grad::detail::evaluated_modification<float, decltype(score), decltype(slope), decltype(partials), 1>{
-          score, slope, partials, {0}, 16});
+  const auto alibi = [](const auto& s, const auto& slopes) {
+    return s - attn::broadcast_like(slopes, s) * attn::abs(attn::index_along<Q>(s, 3.0f) - attn::index_along<K>(s));
+  };
+  const auto soft_cap = [](const auto& s, const auto& cap) {
+    return attn::broadcast_like(cap, s) * attn::tanh(s / attn::broadcast_like(cap, s));
+  };
+  using S = attn::shape<B, H, Q, K>;
+  if constexpr (kind == variant::alibi)
+    return attn::cuda_backend::device_modification(
+        attn::grad::detail::evaluate_modification_of<float, S, attn::cuda>(alibi, scores, {true}, x));
+  else
+    return attn::cuda_backend::device_modification(
+        attn::grad::detail::evaluate_modification_of<float, S, attn::cuda>(soft_cap, scores, {true}, x));
 }
 
 using attn::cuda_backend::score_position;

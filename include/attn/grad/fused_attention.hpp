@@ -98,32 +98,38 @@ struct evaluated_modification {
   }
 };
 
-/// The modification's expression over a placeholder of the scores' sizes, ready for the kernel;
-/// `wanted` says whose gradients to gather.
-template <class T, class S, class Device, class F, class... X, std::size_t... K>
-auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, [[maybe_unused]] bool wanted,
-                           std::index_sequence<K...>) {
-  auto score = std::apply(
-      [&](const auto&... x) { return m.f(input<0>(placeholder<T, Device>(scores)), input<K + 1>(x.value())...); },
-      m.inputs);
-  static_assert(std::is_same_v<shape_t<decltype(score)>, S> && std::is_same_v<value_t<decltype(score)>, T>,
-                "attn::grad::fused_attention: a score modification must keep the scores' shape and type "
-                "[batch, heads, queries, keys]: it is elementwise");
-  auto slope = derivative<0>(score);
-  auto partials = std::tuple{derivative<K + 1>(score)...};
-  evaluated_modification<accumulate_t<T>, decltype(score), decltype(slope), decltype(partials), sizeof...(X)> e{
-      score, slope, partials, {}, 0};
-  ((e.offsets[K] = wanted && std::get<K>(m.inputs).requires_grad() ? std::exchange(e.size, e.size + std::get<K>(m.inputs).value().size()) : -1), ...);
-  return e;
+/// f(scores, x...) over a placeholder of the scores' sizes, ready for the kernel, the inputs read
+/// from x (tensors or views); wants[k]: whether input k's gradient is gathered.
+template <class T, class S, class Device, class F, class... X>
+auto evaluate_modification_of(const F& f, const extents<S>& scores, const std::array<bool, sizeof...(X)>& wants,
+                              const X&... x) {
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto score = f(input<0>(placeholder<T, Device>(scores)), input<K + 1>(x)...);
+    static_assert(std::is_same_v<shape_t<decltype(score)>, S> && std::is_same_v<value_t<decltype(score)>, T>,
+                  "attn::grad::fused_attention: a score modification must keep the scores' shape and type "
+                  "[batch, heads, queries, keys]: it is elementwise");
+    auto slope = derivative<0>(score);
+    auto partials = std::tuple{derivative<K + 1>(score)...};
+    evaluated_modification<accumulate_t<T>, decltype(score), decltype(slope), decltype(partials), sizeof...(X)> e{
+        score, slope, partials, {}, 0};
+    ((e.offsets[K] = wants[K] ? std::exchange(e.size, e.size + x.extents().size()) : -1), ...);
+    return e;
+  }(std::index_sequence_for<X...>{});
 }
 
 template <class T, class S, class Device>
 unmodified evaluate_modification(const unmodified&, const extents<S>&, bool) {
   return {};
 }
+/// The modification's expression over a placeholder of the scores' sizes, ready for the kernel;
+/// `wanted` says whether to gather the gradients of the inputs that require them.
 template <class T, class S, class Device, class F, class... X>
 auto evaluate_modification(const score_modification<F, X...>& m, const extents<S>& scores, bool wanted) {
-  return evaluate_modification<T, S, Device>(m, scores, wanted, std::index_sequence_for<X...>{});
+  return std::apply(
+      [&](const auto&... x) {
+        return evaluate_modification_of<T, S, Device>(m.f, scores, {(wanted && x.requires_grad())...}, x.value()...);
+      },
+      m.inputs);
 }
 
 /// Adds each wanted input's share of the kernel's gradient buffer (host memory, in the compute type) to its

@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "../../gpu/fused_attention_case.hpp"
@@ -38,20 +37,19 @@ template <modification kind>
 struct make_learned {
   template <class A>
   auto operator()(const A* learned, const fused_case::sizes& z) const {
-    const attn::extents<attn::shape<B, H, Q, K>> scores(z.batch, z.heads, z.queries, z.keys);
+    using S = attn::shape<B, H, Q, K>;
+    const attn::extents<S> scores(z.batch, z.heads, z.queries, z.keys);
     const attn::tensor_view<const A, attn::shape<H>, attn::cpu> x(learned, attn::extents<attn::shape<H>>(z.heads));
-    const auto s = attn::input<0>(attn::placeholder<A, attn::cpu>(scores));
-    const auto score = [&] {
-      if constexpr (kind == modification::alibi)
-        return s - attn::broadcast_like(attn::input<1>(x), s) *
-                       attn::abs(attn::index_along<Q>(s, A(z.first_query)) - attn::index_along<K>(s));
-      else
-        return attn::broadcast_like(attn::input<1>(x), s) * attn::tanh(s / attn::broadcast_like(attn::input<1>(x), s));
-    }();
-    const auto slope = attn::derivative<0>(score);
-    const auto partials = std::tuple{attn::derivative<1>(score)};
-    return attn::grad::detail::evaluated_modification<A, decltype(score), decltype(slope), decltype(partials), 1>{
-        score, slope, partials, {0}, z.heads};
+    const auto alibi = [first = A(z.first_query)](const auto& s, const auto& slopes) {
+      return s - attn::broadcast_like(slopes, s) * attn::abs(attn::index_along<Q>(s, first) - attn::index_along<K>(s));
+    };
+    const auto soft_cap = [](const auto& s, const auto& cap) {
+      return attn::broadcast_like(cap, s) * attn::tanh(s / attn::broadcast_like(cap, s));
+    };
+    if constexpr (kind == modification::alibi)
+      return attn::grad::detail::evaluate_modification_of<A, S, attn::cpu>(alibi, scores, {true}, x);
+    else
+      return attn::grad::detail::evaluate_modification_of<A, S, attn::cpu>(soft_cap, scores, {true}, x);
   }
 };
 
