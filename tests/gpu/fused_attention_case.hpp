@@ -36,6 +36,7 @@ struct sizes {
   bool empty = false;   // with padded: the last sentence has no keys (rows with nothing to see)
   modification modified = modification::none;
   std::optional<attn::key_band> band = {};  // a rule (restricted attention's), with no modification
+  bool band_as_expression = false;  // the band given as an expression (grad::pair_rule)
 
   std::string str() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
@@ -43,9 +44,35 @@ struct sizes {
            std::to_string(d_v) + (causal ? " causal" : "") + (first_query ? " from " + std::to_string(first_query) : "") +
            (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "") + (empty ? " empty" : "") +
            (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "") +
-           (band ? " band " + std::to_string(band->first) + ".." + std::to_string(band->last) : "");
+           (band ? " band " + std::to_string(band->first) + ".." + std::to_string(band->last) : "") +
+           (band_as_expression ? " as an expression" : "");
   }
 };
+
+/// Whether T runs case z: a band given as an expression runs in float and bfloat16 alone. Its
+/// plan is the same for every type; its kernels, one rule more for every kernel of every type,
+/// added a fifth to fused_attention_test.cu's compile time for the four types.
+template <class T>
+inline constexpr bool takes_rule_expressions = std::is_same_v<T, float> || std::is_same_v<T, attn::bfloat16>;
+template <class T>
+bool runs(const sizes& z) {
+  return !z.band_as_expression || takes_rule_expressions<T>;
+}
+
+/// z's band first ≤ j − i ≤ last as an expression over the pairs [1, positions, keys] (as nn's
+/// variants give their rules: grad::pair_rule), which the kernels ask a pair at a time: the CPU
+/// kernel by element_at, the GPU's by its plan (cuda/attn/cuda/mask_rule.cuh), whatever device
+/// the expression names (it reads no memory). The distance from the band's middle, in float:
+/// exact at these positions.
+inline auto band_expression(const sizes& z) {
+  using namespace attn;
+  using pairs = shape<dim<"batch">, dim<"queries">, dim<"keys">>;
+  const extents<pairs> one_sentence(1, z.first_query + z.queries, z.keys);
+  const auto query = broadcast<pairs>(iota<float, dim<"queries">>(z.first_query + z.queries), one_sentence);
+  const auto key = broadcast<pairs>(iota<float, dim<"keys">>(z.keys), one_sentence);
+  const float middle = float(z.band->first + z.band->last) / 2, half = float(z.band->last - z.band->first) / 2;
+  return grad::pair_rule{abs(key - query - middle) <= half};
+}
 
 /// The output and every input's gradient (the modification's learned inputs' too; empty without).
 struct result {
@@ -104,14 +131,19 @@ result run(const sizes& z, unsigned seed) {
   const auto soft_cap = [](const auto& s, const auto& cap) {
     return broadcast_like(cap, s) * tanh(s / broadcast_like(cap, s));
   };
-  const auto out =
-      z.modified == modification::alibi
+  const auto out = [&] {
+    if constexpr (takes_rule_expressions<T>) {
+      if (z.band_as_expression)
+        return grad::fused_attention(&t, q, k, v, visible, scale, b, band_expression(z), unmodified{}, dropout);
+    }
+    return z.modified == modification::alibi
           ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(alibi, learned), dropout)
       : z.modified == modification::soft_cap
           ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(soft_cap, learned),
                                   dropout)
-          : z.band ? grad::fused_attention(&t, q, k, v, visible, scale, b, *z.band, unmodified{}, dropout)
-                   : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout);
+      : z.band ? grad::fused_attention(&t, q, k, v, visible, scale, b, *z.band, unmodified{}, dropout)
+               : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout);
+  }();
   out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
   t.replay();
 
@@ -197,8 +229,13 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
                                       modified ? d_learned_d : nullptr);
   };
   if constexpr (std::is_same_v<Make, no_modification>) {
-    if (z.band) call(*z.band);
-    else call(every_pair{});
+    if (z.band_as_expression) {
+      if constexpr (takes_rule_expressions<T>) call(band_expression(z));
+    } else if (z.band) {
+      call(*z.band);
+    } else {
+      call(every_pair{});
+    }
   } else {
     call(every_pair{});
   }
@@ -220,7 +257,8 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
 
 /// The cases both sides run: lengths 1, 17, 128, 129 and 1000, head widths 32, 64 and 128,
 /// padding (a sentence with no keys too), causal (and shifted) masks, a bias, grouped and
-/// multi-query heads, dropout, ALiBi and a soft cap with learned inputs, and bands of keys.
+/// multi-query heads, dropout, ALiBi and a soft cap with learned inputs, and bands of keys, in
+/// the kernels' form and as expressions.
 inline std::vector<sizes> cases() {
   std::vector<sizes> all;
   for (index_t length : {1, 17, 128, 129, 1000})
@@ -259,6 +297,11 @@ inline std::vector<sizes> cases() {
                  .band = attn::key_band{100, 300}});  // queries from 29 on see no key
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
                  .band = attn::key_band{-64, 64}});
+  // Bands given as expressions: the kernels walk every tile the other masks leave, asking each pair.
+  all.push_back({.batch = 2, .heads = 2, .kv_heads = 1, .queries = 200, .keys = 200, .d_k = 32, .d_v = 32,
+                 .causal = true, .band = attn::key_band{-70, 0}, .band_as_expression = true});
+  all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 70, .keys = 300, .d_k = 128, .d_v = 128,
+                 .first_query = 150, .biased = true, .band = attn::key_band{-10, 3}, .band_as_expression = true});
   return all;
 }
 
@@ -274,13 +317,19 @@ inline double relative(const std::vector<double>& got, const std::vector<double>
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-/// Runs every case for T on Device; a result a case, in cases() order. The 16-bit types call the
-/// kernel alone, but for the modified cases, which go through grad as the others do.
+/// Runs every case for T on Device; a result a case, in cases() order (empty for a case T does
+/// not run). The 16-bit types call the kernel alone, but for the modified cases, which go
+/// through grad as the others do.
 template <class T, class Device>
 std::vector<result> run_all() {
   std::vector<result> all;
   unsigned seed = 1;
   for (const auto& z : cases()) {
+    if (!runs<T>(z)) {  // an empty result, on both sides
+      all.push_back({});
+      ++seed;
+      continue;
+    }
     if constexpr (attn::is_float16_storage<T>) {
       if (z.modified == modification::none) {
         all.push_back(run_kernel<T, Device>(z, seed++));

@@ -1,9 +1,10 @@
 // Fused attention on the GPU (core/fused_attention.hpp): fused_attention<cuda>, which turns a
-// variant's score modification into its device form (score_modification.cuh) and launches the
-// kernels through fused_attention_launch.cuh: on CUDA cores (fused_attention_kernels.cuh) in
-// float, double, and bfloat16 and float16 widened to float, or, for the 16-bit types when enabled,
-// on tensor cores (fused_attention_tensor_cores.cuh). Head dims up to 128, any lengths, padding,
-// causal masks, a bias, grouped-query heads, dropout; no atomics: the same bits every run.
+// variant's score modification and mask rule into their device forms (score_modification.cuh,
+// mask_rule.cuh) and launches the kernels through fused_attention_launch.cuh: on CUDA cores
+// (fused_attention_kernels.cuh) in float, double, and bfloat16 and float16 widened to float, or,
+// for the 16-bit types when enabled, on tensor cores (fused_attention_tensor_cores.cuh). Head
+// dims up to 128, any lengths, padding, causal masks, a bias, grouped-query heads, dropout; no
+// atomics: the same bits every run.
 #pragma once
 
 #include <attn/core.hpp>
@@ -11,6 +12,7 @@
 
 #include "fused_attention_launch.cuh"
 #include "launch.cuh"
+#include "mask_rule.cuh"
 #include "memory.cuh"
 #include "score_modification.cuh"
 
@@ -30,7 +32,8 @@ struct fused_attention<cuda> {
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
     if (p.batch * p.heads * p.queries == 0) return;
-    launch::forward(p, q, k, v, bias, out, log_sum_exp, rule, cuda_backend::device_modification(modification));
+    launch::forward(p, q, k, v, bias, out, log_sum_exp, cuda_backend::device_rule(rule),
+                    cuda_backend::device_modification(modification));
   }
 
   /// d_modification (device memory, modification.gradient_size() numbers) receives the learned
@@ -40,7 +43,7 @@ struct fused_attention<cuda> {
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
-    launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule,
+    launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, cuda_backend::device_rule(rule),
                      cuda_backend::device_modification(modification), d_modification);
   }
 

@@ -166,4 +166,37 @@ index_t input_offset(const E& e, const coordinates<shape_t<E>>& c) {
   }
 }
 
+namespace detail {
+
+template <class E, class... Dims>
+inline constexpr bool is_iota_along = false;
+template <class T, class D, class Device, class... Dims>
+inline constexpr bool is_iota_along<expr::iota<T, D, Device>, Dims...> = (std::is_same_v<D, Dims> || ...);
+
+}  // namespace detail
+
+/// Whether elementwise expression E is computed from its coordinates along Dims alone: its
+/// leaves are constants and iotas along Dims (attn::index_along), so that it reads no memory, no
+/// placeholder, and no other coordinate. A fused attention mask rule given as an expression
+/// (grad::pair_rule) must be, over the queries and the keys: it then holds for every sentence
+/// and head.
+template <class E, class... Dims>
+inline constexpr bool computed_from = [] {
+  if constexpr (is_tensor_view_v<E> || requires { typename E::contracted_dim; } ||
+                requires { typename E::reduced_dim; }) {
+    return false;
+  } else if constexpr (requires(const E& e) { e.a; }) {
+    bool from = computed_from<std::remove_cvref_t<decltype(std::declval<const E&>().a)>, Dims...>;
+    if constexpr (requires(const E& e) { e.b; })
+      from = from && computed_from<std::remove_cvref_t<decltype(std::declval<const E&>().b)>, Dims...>;
+    if constexpr (requires(const E& e) { e.condition; })
+      from = from && computed_from<std::remove_cvref_t<decltype(std::declval<const E&>().condition)>, Dims...>;
+    return from;
+  } else if constexpr (requires(const E& e) { e.value; }) {
+    return true;  // a constant
+  } else {
+    return detail::is_iota_along<E, Dims...>;  // else a placeholder
+  }
+}();
+
 }  // namespace attn

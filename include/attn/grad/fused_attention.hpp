@@ -168,6 +168,28 @@ struct key_visibility {
   index_t first_query = 0;
 };
 
+/// A mask rule given as an expression, which the kernel asks a pair at a time instead of reading
+/// a [batch, queries, keys] bias (nn's variants' `allowed` without a kernel form): `allowed` a
+/// bool expression over the pairs [1, positions, keys] of one sentence, computed from the
+/// coordinates along the queries and the keys alone (attn::index_along, constants), so that it
+/// holds for every sentence and head. The kernel asks about the query at position p (its index
+/// plus key_visibility's first_query) and key j: allowed at (0, p, j). A GPU's kernels take
+/// its plan (cuda/attn/cuda/mask_rule.cuh); it has no spans, so they walk every tile the other
+/// masks leave (key_band, which has them, walks only its band's).
+template <class E>
+struct pair_rule {
+  static_assert(shape_t<E>::rank == 3 && std::is_same_v<value_t<E>, bool>,
+                "attn::grad::pair_rule: a mask rule is a bool expression over pairs [batch, queries, keys]");
+  static_assert(computed_from<E, dim_at<shape_t<E>, 1>, dim_at<shape_t<E>, 2>>,
+                "attn::grad::pair_rule: a mask rule must be computed from the query's and the key's coordinates "
+                "alone (index_along, constants): it holds for every sentence and head");
+  E allowed;
+
+  bool operator()(index_t position, index_t key) const { return element_at(allowed, {0, position, key}); }
+};
+template <class E>
+pair_rule(E) -> pair_rule<E>;
+
 /// softmax over the visible keys of scale · q·kᵀ, modified (grad::modify_scores) when a
 /// modification is given, + bias (an additive mask [B, Q, K] shared by the heads), times v:
 /// q [B, H, Q, DK], k [B, G, K, DK], v [B, G, K, DV] with G key/value heads shared by H / G query

@@ -4,12 +4,14 @@
 // was there), and fused_attention<emulated_gpu> is fused_attention<cuda>'s host code
 // (fused_attention_launch.cuh) launching its kernels on the emulator. A score modification is
 // given in host form, over host memory, and turned into the plans the GPU's kernels take
-// (score_modification.cuh), as fused_attention<cuda> turns it.
+// (score_modification.cuh), as fused_attention<cuda> turns it; a mask rule given as an
+// expression likewise (mask_rule.cuh).
 #pragma once
 
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
 
 #include <attn/cuda/fused_attention_launch.cuh>
+#include <attn/cuda/mask_rule.cuh>
 #include <attn/cuda/score_modification.cuh>
 
 #include <cstdlib>
@@ -46,7 +48,8 @@ struct fused_attention<emulated::gpu> {
   template <class T, class Rule = every_pair, class Modification = unmodified>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
-    launch::forward(p, q, k, v, bias, out, log_sum_exp, rule, cuda_backend::device_modification(modification));
+    launch::forward(p, q, k, v, bias, out, log_sum_exp, cuda_backend::device_rule(rule),
+                    cuda_backend::device_modification(modification));
   }
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
@@ -54,7 +57,7 @@ struct fused_attention<emulated::gpu> {
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
-    launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule,
+    launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, cuda_backend::device_rule(rule),
                      cuda_backend::device_modification(modification), d_modification);
   }
 

@@ -94,6 +94,53 @@ TEST_CASE("grad::fused_attention equals products and a masked softmax, values an
   }
 }
 
+/// A window of |i − j| ≤ 2 with one global key, the first: no band.
+struct window_and_first_key {
+  bool operator()(index_t query, index_t key) const { return key == 0 || std::abs(query - key) <= 2; }
+};
+
+TEST_CASE("grad::fused_attention asks a rule given as an expression a pair at a time, as it asks a callable") {
+  // Queries at positions 40 … 189 and keys past a tile's width; the second sentence's keys end early.
+  const index_t first = 40, queries = 150, length = 230;
+  auto q = random_input<shape<B, H, L, DK>>(2, queries);
+  auto k = random_input<shape<B, G, K, DK>>(2, length);
+  auto v = random_input<shape<B, G, K, DV>>(2, length);
+  tensor<index_t, shape<B>> lengths(2);
+  lengths(0) = length;
+  lengths(1) = 170;
+  tensor<double, shape<B, H, L, DV>> r(2, queries);
+  test::fill_random(r);
+  const auto values = [](const auto& x) { return std::vector<double>(x.data(), x.data() + x.size()); };
+  const auto run = [&](const auto& rule, bool causal) {
+    q.clear_grad();
+    k.clear_grad();
+    v.clear_grad();
+    grad::tape t;
+    const grad::key_visibility<B, cpu> visible{&lengths, causal, first};
+    auto out = grad::fused_attention(&t, q, k, v, visible, 0.6, nullptr, rule);
+    grad::backward(t, test::weighted_sum(&t, out, r));
+    return std::vector{values(out.value()), values(q.grad()), values(k.grad()), values(v.grad())};
+  };
+  // The pairs [1, positions, keys]: the kernel asks about (0, position, key).
+  using pairs = shape<B, L, K>;
+  const extents<pairs> one_sentence(1, first + queries, length);
+  const auto query = broadcast<pairs>(iota<double, L>(first + queries), one_sentence);
+  const auto key = broadcast<pairs>(iota<double, K>(length), one_sentence);
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    // The same pairs visible, the same tiles walked: the same bits.
+    CHECK(run(grad::pair_rule{min(key, abs(query - key) - 2.0) <= 0.0}, causal) ==
+          run(window_and_first_key{}, causal));
+    // A band walks only its tiles, from the band's first key (the CPU kernel's tiles start
+    // there), the expression every tile: the same pairs, summed in another order.
+    const auto band = run(key_band{-20, 20}, causal), expression = run(grad::pair_rule{abs(query - key) <= 20.0}, causal);
+    for (std::size_t part = 0; part < band.size(); ++part) {
+      CAPTURE(part);  // out, d_q, d_k, d_v
+      CHECK(test::relative_error(expression[part].data(), band[part]) < 1e-14);
+    }
+  }
+}
+
 /// ALiBi's bias (learned slopes a head) and a soft cap (learned, a head), as variants write them.
 const auto alibi_bias = [](const auto& s, const auto& slopes) {
   return s - broadcast_like(slopes, s) * abs(index_along<L>(s, 2.0) - index_along<K>(s));

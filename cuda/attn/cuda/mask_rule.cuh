@@ -1,0 +1,41 @@
+// The device form of a fused attention mask rule (core/fused_attention.hpp): a rule the kernels
+// can call as it is (every_pair, key_band, a callable of one's own whose call is __device__)
+// passes through; a rule given as an expression (grad/fused_attention.hpp's pair_rule, which
+// asks element_at on the host) becomes its coordinate plan (coordinate_plan.cuh), evaluated at
+// the pair's coordinates (0, position, key). Trivially copyable: a kernel parameter. No CUDA
+// run-time: the emulator's tests build it too.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <attn/expr.hpp>
+
+#include "coordinate_plan.cuh"
+
+namespace attn::cuda_backend {
+
+/// A rule given as an expression, on the device: its plan at (0, position, key).
+template <class Plan>
+struct device_pair_rule {
+  Plan allowed;
+  __device__ bool operator()(index_t query, index_t key) const {  // query: its position
+    return bool(allowed(position<3, std::int64_t>{{0, query, key}}));
+  }
+};
+
+/// The rule as the kernels take it: a pair_rule's plan (a rule with an expression `allowed`),
+/// else the rule itself.
+template <class Rule>
+auto device_rule(const Rule& rule) {
+  if constexpr (requires { rule.allowed; }) {
+    auto plan = coordinate_plan(rule.allowed);
+    static_assert(std::is_trivially_copyable_v<decltype(plan)>,
+                  "attn::cuda: a mask rule's plan must be trivially copyable to be a kernel parameter");
+    return device_pair_rule<decltype(plan)>{plan};
+  } else {
+    return rule;
+  }
+}
+
+}  // namespace attn::cuda_backend

@@ -1,0 +1,76 @@
+// A mask rule's device form (cuda/attn/cuda/mask_rule.cuh: a pair_rule's expression as a
+// coordinate plan) against its host form (grad/fused_attention.hpp's pair_rule: element_at), at
+// every pair of 40 query positions and 50 keys, for rules as nn's variants write them. The plans
+// are built from host expressions and run on the CPU (the device code compiled for the
+// emulator); the fused kernels ask them on the emulator (fused_attention_emulated_test.cpp) and
+// on a GPU (tests/gpu/fused_attention_test.cu).
+#include <attn/cuda/emulator.hpp>  // first: the device code below is compiled for it
+
+#include <attn/cuda/mask_rule.cuh>
+#include <attn/grad/fused_attention.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <type_traits>
+
+namespace {
+
+using namespace attn;
+
+using B = dim<"batch">;
+using Q = dim<"queries">;
+using K = dim<"keys">;
+using pairs = shape<B, Q, K>;
+
+constexpr index_t positions = 40, keys = 50;
+
+/// Both forms of allowed(query, key) and a plain predicate, at every pair.
+template <class F, class Plain>
+void compare(const std::string& name, const F& allowed, const Plain& plain) {
+  const extents<pairs> one_sentence(1, positions, keys);
+  const auto query = broadcast<pairs>(iota<float, Q>(positions), one_sentence);
+  const auto key = broadcast<pairs>(iota<float, K>(keys), one_sentence);
+  const grad::pair_rule on_host{allowed(query, key)};
+  const auto on_device = cuda_backend::device_rule(on_host);
+  static_assert(std::is_trivially_copyable_v<decltype(on_device)>);
+  index_t wrong_on_host = 0, wrong_on_device = 0, allowed_pairs = 0;
+  for (index_t i = 0; i < positions; ++i)
+    for (index_t j = 0; j < keys; ++j) {
+      wrong_on_host += on_host(i, j) != plain(i, j);
+      wrong_on_device += on_device(i, j) != plain(i, j);
+      allowed_pairs += plain(i, j);
+    }
+  INFO(name);
+  CHECK(wrong_on_host == 0);
+  CHECK(wrong_on_device == 0);
+  CHECK(allowed_pairs > 0);  // a rule that hides some pairs, not all
+  CHECK(allowed_pairs < positions * keys);
+}
+
+TEST_CASE("a mask rule's plan allows the pairs its expression allows") {
+  // |j − i − 2.5| ≤ 6.5: restricted attention's band, shifted (keys i − 4 … i + 9).
+  compare(
+      "band", [](const auto& query, const auto& key) { return abs(key - query - 2.5f) <= 6.5f; },
+      [](index_t i, index_t j) { return j - i >= -4 && j - i <= 9; });
+  // A window with one global key, the first: no band.
+  compare(
+      "window and first key",
+      [](const auto& query, const auto& key) { return min(key, abs(query - key) - 2.0f) <= 0.0f; },
+      [](index_t i, index_t j) { return j == 0 || (i - j <= 2 && j - i <= 2); });
+  // Causal for the first 8 positions, a window after them.
+  compare(
+      "where",
+      [](const auto& query, const auto& key) { return where(query < 8.0f, key <= query, abs(query - key) <= 3.0f); },
+      [](index_t i, index_t j) { return i < 8 ? j <= i : i - j <= 3 && j - i <= 3; });
+}
+
+TEST_CASE("a mask rule in the kernels' form reaches them unchanged") {
+  static_assert(std::is_same_v<decltype(cuda_backend::device_rule(key_band{-3, 4})), key_band>);
+  static_assert(std::is_same_v<decltype(cuda_backend::device_rule(every_pair{})), every_pair>);
+  const key_band band = cuda_backend::device_rule(key_band{-3, 4});
+  CHECK(band.first == -3);
+  CHECK(band.last == 4);
+}
+
+}  // namespace
