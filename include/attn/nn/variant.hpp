@@ -9,8 +9,9 @@
 //       parameters get their gradients from the expression's derivative, grad/map.hpp);
 //   (c) which pairs may attend: `allowed(query_index, key_index)`, a bool expression combined
 //       with the padding and causal masks, and `kernel_rule(first_query)`, the same rule in the
-//       fused kernels' form (core/fused_attention.hpp: key_band), which then never builds the
-//       [batch, queries, keys] mask and skips the tiles outside the rule;
+//       fused kernels' form (core/fused_attention.hpp: key_band), with which they skip the tiles
+//       outside the rule; without it they ask `allowed` a pair at a time (grad::pair_rule). Neither
+//       builds the [batch, queries, keys] mask;
 //   (d) how many key/value heads there are: `using kv_heads = dim<"kv_heads", G>` (default h);
 // plus `applies()` (whether (b) and (c) apply to this attention, default yes), `collect(list)`
 // for parameters and a constructor from (random_stream&, attention_kind, const variant_spec&).
@@ -232,7 +233,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                   "for the unfused path");
     const bool rules = detail::applies(variant);
     // The mask with the variant's rule folded in, [batch, queries, keys]: the unfused path's, and
-    // the fused one's when the rule has no kernel form.
+    // the fused one's when the rule reads more than a pair's coordinates.
     std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
     const auto fold_rule = [&] {
       if constexpr (detail::has_mask_rule<V>) {
@@ -265,14 +266,15 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                    : k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys &&
                          q.extents().template extent<Q>() >= fused_attention<Device>::automatic_from_queries;
       if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
-        // The mask's key counts and causality say what each query sees, the variant's rule in
-        // its kernel form which pairs it allows, with a bias only where they cannot (a rule
-        // without a kernel form folded in, padding between tokens); the kernel skips the key
-        // tiles they hide entirely (after the diagonal when causal, past a sentence's end,
-        // outside restricted attention's band) and applies the modification a score at a time.
-        // The kernel's positions count from 0 here (the mask's causal positions count from its
-        // first query, as its bias's do), so first_query is the rule's to add: kernel_rule
-        // folds it into the band, and key_visibility must not add it again.
+        // The mask's key counts and causality say what each query sees, the variant's rule
+        // (its kernel form, else its expression a pair at a time) which pairs it allows, with a
+        // bias only where they cannot (a rule that reads more than a pair's coordinates folded
+        // in, padding between tokens); the kernel skips the key tiles they hide entirely (after
+        // the diagonal when causal, past a sentence's end, outside restricted attention's band)
+        // and applies the modification a score at a time. The kernel's positions count from 0
+        // here (the mask's causal positions count from its first query, as its bias's do), so
+        // first_query is the rule's to add: kernel_rule folds it into the band, the pair rule
+        // into its query positions, and key_visibility must not add it again.
         const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
         const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
         const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {
@@ -296,8 +298,20 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
         const auto* mask_bias = mask.kernel_form() ? nullptr : &mask.bias();
         if constexpr (detail::has_kernel_rule<V>) {
           if (rules) return fused(variant.kernel_rule(first_query), mask_bias);
+        } else if constexpr (detail::has_mask_rule<V>) {
+          // A rule with no kernel form, asked a pair at a time over one sentence's pairs, where
+          // the kernel's position i (from 0, as above) is the rule's first_query + i.
+          using pairs = shape<B, Q, keys>;
+          const index_t queries = q.extents().template extent<Q>(), key_count = k.extents().template extent<keys>();
+          const extents<pairs> one_sentence(1, queries, key_count);
+          const auto allowed =
+              variant.allowed(broadcast<pairs>(iota<A, Q, Device>(queries, accumulate_t<A>(first_query)), one_sentence),
+                              broadcast<pairs>(iota<A, keys, Device>(key_count), one_sentence));
+          if constexpr (computed_from<std::remove_cvref_t<decltype(allowed)>, Q, keys>) {
+            if (rules) return fused(grad::pair_rule{allowed}, mask_bias);
+          }
         }
-        fold_rule();
+        fold_rule();  // a rule that reads more than the pair's coordinates
         return fused(every_pair{}, ruled ? &*ruled : mask_bias);
       }
     }

@@ -91,7 +91,7 @@ V make(const char* spec, nn::attention_kind kind = nn::attention_kind::decoder_s
 
 /// Attention under a mask made from tokens, fused and unfused, and its gradients for q, k and v.
 template <class V>
-void check_both_paths(const V& variant, const mask_type& from_tokens) {
+void check_both_paths(const V& variant, const mask_type& from_tokens, bool folds_rule = false) {
   test::rng().seed(11);
   const index_t sentences = from_tokens.sentences(), queries = from_tokens.queries(), length = from_tokens.key_count();
   auto q = test::random_input<shape<batch, heads, tgt, d_k>>(sentences, queries);
@@ -123,18 +123,37 @@ void check_both_paths(const V& variant, const mask_type& from_tokens) {
   CHECK(largest_difference(fused_dq, dq) < 1e-12);
   CHECK(largest_difference(fused_dk, dk) < 1e-12);
   CHECK(largest_difference(fused_dv, dv) < 1e-12);
-  // The fused kernel reads the key counts and a rule's kernel form: no [batch, queries, keys]
-  // bias unless a rule without one is folded in.
-  CHECK(built_for_fused == (nn::detail::has_mask_rule<V> && !nn::detail::has_kernel_rule<V>));
+  // The fused kernel reads the key counts and a rule's kernel form or its expression, a pair
+  // at a time: no [batch, queries, keys] bias unless a rule that reads more is folded in.
+  CHECK(built_for_fused == folds_rule);
 }
 
 /// Restricted attention's window of 5 as an expression alone, with no kernel form: the fused
-/// path folds it into a bias.
+/// path asks it a pair at a time (grad::pair_rule).
 template <class T, class C, class Device>
 struct window_without_kernel_form {
   template <class I, class J>
   auto allowed(const I& query, const J& key) const {
     return abs(query - key) <= value_t<I>(2);
+  }
+};
+
+/// The window with one global key, the first (as Longformer's global tokens): no band.
+template <class T, class C, class Device>
+struct window_and_first_key {
+  template <class I, class J>
+  auto allowed(const I& query, const J& key) const {
+    return min(key, abs(query - key) - value_t<I>(2)) <= value_t<I>(0);
+  }
+};
+
+/// A window that widens with the sentence's index: a rule that reads more than the pair's
+/// coordinates, which the fused path folds into a bias.
+template <class T, class C, class Device>
+struct window_by_sentence {
+  template <class I, class J>
+  auto allowed(const I& query, const J& key) const {
+    return abs(query - key) <= value_t<I>(1) + index_along<batch>(query);
   }
 };
 
@@ -149,7 +168,7 @@ TEST_CASE("masks: fused attention reads key counts and causality, and equals the
   SUBCASE("ALiBi (a modification in the kernel)") {
     check_both_paths(make<nn::alibi<double, op_config, cpu>>("alibi:learned"), causal);
   }
-  SUBCASE("restricted (a rule: a band of keys in the kernel, else folded into a bias)") {
+  SUBCASE("restricted (a rule: a band of keys in the kernel, or its expression a pair at a time)") {
     // A window wide enough that every query sees a key: a row with none is 0 fused and the mean
     // of the values unfused (core/fused_attention.hpp).
     check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:8"), causal);
@@ -161,7 +180,18 @@ TEST_CASE("masks: fused attention reads key counts and causality, and equals the
     const auto twelve_padding = nn::padding_mask<double, tgt>(twelve, 12, 0);
     check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:5"), twelve_causal);
     check_both_paths(make<nn::restricted<double, op_config, cpu>>("restricted:4"), twelve_padding);
-    check_both_paths(make<window_without_kernel_form<double, op_config, cpu>>(""), twelve_causal);
+    // Fresh masks: the unfused runs above built the bias of these.
+    check_both_paths(make<window_without_kernel_form<double, op_config, cpu>>(""), nn::causal_mask<double>(twelve, 0));
+    check_both_paths(make<window_without_kernel_form<double, op_config, cpu>>(""),
+                     nn::padding_mask<double, tgt>(twelve, 12, 0));
+  }
+  SUBCASE("rules as expressions: asked a pair at a time, or folded into a bias when they read more") {
+    const auto twelve = test::tokens<tgt>(2, 12, {1, 4, 8, 6, 2, 7, 3, 5, 9, 4, 6, 2,  //
+                                                  1, 9, 3, 8, 5, 7, 2, 6, 4, 3, 0, 0});
+    check_both_paths(make<window_and_first_key<double, op_config, cpu>>(""), nn::causal_mask<double>(twelve, 0));
+    check_both_paths(make<window_and_first_key<double, op_config, cpu>>(""),
+                     nn::padding_mask<double, tgt>(twelve, 12, 0));
+    check_both_paths(make<window_by_sentence<double, op_config, cpu>>(""), nn::causal_mask<double>(twelve, 0), true);
   }
 }
 

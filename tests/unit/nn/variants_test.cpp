@@ -300,6 +300,32 @@ TEST_CASE("variants: restricted self-attention sees |i - j| <= r/2, composes wit
   CHECK_THROWS_AS(make<nn::restricted>("restricted:-2"), std::invalid_argument);
 }
 
+/// Restricted attention's window of 3 as an expression alone, with no kernel form: the fused
+/// path asks it a pair at a time (grad::pair_rule).
+template <class T, class C, class Device>
+struct near_window {
+  template <class I, class J>
+  auto allowed(const I& query, const J& key) const {
+    return abs(query - key) <= value_t<I>(1);
+  }
+};
+
+TEST_CASE("variants: a rule given as an expression alone sees what restricted attention sees, shifted queries too") {
+  const auto window = make<near_window>("");
+  const auto near = [](index_t i, index_t j) { return std::abs(i - j) <= 1; };
+  const auto shifted = [](index_t i, index_t j) { return std::abs(i + 1 - j) <= 1; };
+  const inputs<heads> open, causal(true);
+  for (auto path : both_paths) {
+    CAPTURE(path);
+    CHECK(largest_difference(attend(window, open, {}, 0, nullptr, path).value(), reference(open, scaled, near)) < 1e-12);
+    CHECK(largest_difference(attend(window, causal, {}, 0, nullptr, path).value(), reference(causal, scaled, near)) <
+          1e-12);
+    CHECK(largest_difference(attend(window, open, nn::attention_kind::decoder_self, 1, nullptr, path).value(),
+                             reference(open, scaled, shifted)) < 1e-12);
+    check_gradients(window, causal, {}, {}, 1, path);
+  }
+}
+
 TEST_CASE("variants: grouped-query and multi-query heads share keys and values as in loops") {
   const inputs<kv2> grouped;
   const inputs<kv1> single;
