@@ -12,6 +12,8 @@
 // (training's shape: the paper's batches are ~25 000 tokens of sentences of tens of tokens).
 // attention_alibi: ALiBi with learned slopes (a score modification with a learned input) in
 // causal self-attention through nn::variant_attention, either path forced, n = 256 … 4096.
+// attention_rule: a window |i − j| ≤ 64 in causal self-attention, unfused, fused with the rule
+// folded into a bias, asked a pair at a time (grad::pair_rule), or as a band (key_band).
 #include <attn/attn.hpp>
 
 #include "attention_cases.hpp"
@@ -128,6 +130,75 @@ void attention_alibi(benchmark::State& state, bool fused, bool backward) {
   if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
 }
 
+/// Restricted attention's window, |i − j| ≤ 64, as an expression alone: the fused kernel asks
+/// it a pair at a time (grad::pair_rule).
+template <class T, class C, class Device>
+struct window_expression {
+  template <class I, class J>
+  auto allowed(const I& query, const J& key) const {
+    return abs(query - key) <= value_t<I>(64);
+  }
+};
+/// The same window, made to read the sentence's index (times 0): nn folds it into a
+/// [batch, queries, keys] bias, as it folded every rule without a kernel form before pair_rule.
+template <class T, class C, class Device>
+struct window_folded {
+  template <class I, class J>
+  auto allowed(const I& query, const J& key) const {
+    return abs(query - key) <= value_t<I>(64) + value_t<I>(0) * index_along<nn::batch>(query);
+  }
+};
+
+/// Causal self-attention under the window |i − j| ≤ 64 through nn::variant_attention, one
+/// sentence of n tokens: unfused (products, the rule folded into the mask), fused with the rule
+/// folded into a bias, fused with the rule asked a pair at a time, and fused with its kernel
+/// form (restricted:129, key_band: only the band's tiles).
+template <class Device, template <class, class, class> class V>
+void attention_rule(benchmark::State& state, bool fused, bool backward, const char* spec) {
+  using A = float;
+  using C = alibi_config;
+  using QS = shape<nn::batch, C::heads, nn::tgt, C::d_k>;
+  using KVS = shape<nn::batch, C::heads, nn::keys, C::d_k>;
+  const index_t n = state.range(0);
+  tensor<A, QS> host_q(1, n);
+  tensor<A, KVS> host_k(1, n), host_v(1, n);
+  attn_bench::fill(host_q.data(), host_q.size(), 1);
+  attn_bench::fill(host_k.data(), host_k.size(), 2);
+  attn_bench::fill(host_v.data(), host_v.size(), 3);
+  const auto q0 = to_device<Device>(host_q);
+  const auto k0 = to_device<Device>(host_k);
+  const auto v0 = to_device<Device>(host_v);
+  tensor<nn::token, shape<nn::batch, nn::tgt>> ids(1, n);
+  for (index_t i = 0; i < n; ++i) ids(0, i) = 1;
+  random_stream init(1);
+  const auto variant =
+      nn::make_variant<V<A, C, Device>>(init, nn::attention_kind::decoder_self, nn::variant_spec::parse(spec));
+  const auto path = fused ? nn::attention_path::fused : nn::attention_path::unfused;
+  std::size_t peak = 0;
+  A last = 0;
+  for (auto _ : state) {
+    grad::variable<A, QS, Device> q(q0, backward);
+    grad::variable<A, KVS, Device> k(k0, backward), v(v0, backward);
+    // A fresh mask each iteration: a folded rule's bias is built each batch, inside the measure.
+    const auto mask = nn::causal_mask<A>(to_device<Device>(ids), 0);
+    if (attn_bench::peak_memory<Device>::known) attn_bench::peak_memory<Device>::reset();
+    grad::tape tape;
+    grad::tape* t = backward ? &tape : nullptr;
+    auto out = nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, q, k, v, mask,
+                                     nn::attention_kind::decoder_self);
+    if (backward) {
+      grad::backward(tape, grad::sum<nn::batch>(t, grad::sum<C::heads>(t, grad::sum<nn::tgt>(t, grad::sum<C::d_k>(t, out)))));
+      memory<Device>::copy_to_host(&last, q.grad().data(), sizeof(A));
+    } else {
+      memory<Device>::copy_to_host(&last, out.value().data(), sizeof(A));
+    }
+    peak = std::max(peak, attn_bench::peak_memory<Device>::bytes());
+  }
+  benchmark::DoNotOptimize(last);
+  state.counters["n"] = double(n);
+  if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
+}
+
 /// The usual settings of a case: lengths lo, 2·lo, …, hi; milliseconds of wall time.
 benchmark::internal::Benchmark* lengths(benchmark::internal::Benchmark* b, index_t lo, index_t hi) {
   return b->RangeMultiplier(2)->Range(lo, hi)->Unit(benchmark::kMillisecond)->MinTime(0.2)->UseRealTime();
@@ -142,6 +213,21 @@ void register_cases(const std::string& device) {
       const std::string name = "attention_alibi/" + device + path(fused) + "/causal" + pass(backward);
       lengths(benchmark::RegisterBenchmark(name.c_str(), attention_alibi<Device>, fused, backward), 16, 4096);
     }
+  for (bool backward : {false, true}) {
+    const auto name = [&](const char* form) { return "attention_rule/" + device + "/" + form + "/causal" + pass(backward); };
+    lengths(benchmark::RegisterBenchmark(name("unfused").c_str(), attention_rule<Device, window_expression>, false,
+                                         backward, ""),
+            256, 4096);
+    lengths(benchmark::RegisterBenchmark(name("folded").c_str(), attention_rule<Device, window_folded>, true,
+                                         backward, ""),
+            256, 4096);
+    lengths(benchmark::RegisterBenchmark(name("pairs").c_str(), attention_rule<Device, window_expression>, true,
+                                         backward, ""),
+            256, 4096);
+    lengths(benchmark::RegisterBenchmark(name("band").c_str(), attention_rule<Device, nn::restricted>, true, backward,
+                                         "restricted:129"),
+            256, 4096);
+  }
   // One sentence of n tokens; training's shape, 4096 tokens a batch in sentences of n tokens.
   struct shape_case {
     const char* name;
