@@ -2,6 +2,7 @@
 #pragma once
 
 #include "expr/affine.hpp"
+#include "expr/bounds.hpp"
 #include "expr/broadcast.hpp"
 #include "expr/contract.hpp"
 #include "expr/derivative.hpp"
