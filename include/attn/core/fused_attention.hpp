@@ -125,6 +125,21 @@ ATTN_HOST_DEVICE constexpr bool rule_allows_every(const Rule& rule, index_t firs
     return false;
 }
 
+/// The span of [0, count) that a rule's blocks of `block` indices leave, for a rule that can
+/// tell a block it hides whole (`hidden(first, last)`, as grad::pair_rule's bounds do): from the
+/// first block not hidden to the end of the last; empty ({count, count}) when every block is.
+template <class Hidden>
+ATTN_HOST_DEVICE constexpr index_span span_not_hidden(const Hidden& hidden, index_t count, index_t block) {
+  index_t begin = 0;
+  while (begin < count && hidden(begin, (begin + block < count ? begin + block : count) - 1)) begin += block;
+  if (begin >= count) return {count, count};
+  index_t end = count;
+  for (index_t last_block = (count - 1) / block * block; last_block > begin && hidden(last_block, end - 1);
+       last_block -= block)
+    end = last_block;
+  return {begin, end};
+}
+
 /// The score modification that changes nothing: the score is scale · q·k.
 struct unmodified {};
 

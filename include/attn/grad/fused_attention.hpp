@@ -21,6 +21,7 @@
 
 #include "../core/fused_attention.hpp"
 #include "../core/transfer.hpp"
+#include "../expr/bounds.hpp"
 #include "../expr/element.hpp"
 #include "variable.hpp"
 
@@ -173,19 +174,58 @@ struct key_visibility {
 /// bool expression over the pairs [1, positions, keys] of one sentence, computed from the
 /// coordinates along the queries and the keys alone (attn::index_along, constants), so that it
 /// holds for every sentence and head. The kernel asks about the query at position p (its index
-/// plus key_visibility's first_query) and key j: allowed at (0, p, j). A GPU's kernels take
-/// its plan (cuda/attn/cuda/mask_rule.cuh); it has no spans, so they walk every tile the other
-/// masks leave (key_band, which has them, walks only its band's).
+/// plus key_visibility's first_query) and key j: allowed at (0, p, j). Its spans and whether it
+/// allows a whole tile (core/fused_attention.hpp, as key_band's) come from the expression's
+/// bounds over blocks of pairs (expr/bounds.hpp), so that the kernels walk only the tiles it may
+/// allow and skip the pair-by-pair checks where it allows them all. A GPU's kernels take its plan
+/// and the plan's bounds (cuda/attn/cuda/mask_rule.cuh), the same numbers.
 template <class E>
-struct pair_rule {
+class pair_rule {
   static_assert(shape_t<E>::rank == 3 && std::is_same_v<value_t<E>, bool>,
                 "attn::grad::pair_rule: a mask rule is a bool expression over pairs [batch, queries, keys]");
   static_assert(computed_from<E, dim_at<shape_t<E>, 1>, dim_at<shape_t<E>, 2>>,
                 "attn::grad::pair_rule: a mask rule must be computed from the query's and the key's coordinates "
                 "alone (index_along, constants): it holds for every sentence and head");
-  E allowed;
 
-  bool operator()(index_t position, index_t key) const { return element_at(allowed, {0, position, key}); }
+ public:
+  /// The spans are found a block of this many positions or keys at a time.
+  static constexpr index_t block = 64;
+
+  explicit pair_rule(const E& allowed)
+      : allowed_(allowed), positions_(allowed.extents()[1]), keys_(allowed.extents()[2]) {}
+
+  bool operator()(index_t position, index_t key) const { return element_at(allowed_, {0, position, key}); }
+
+  /// The keys that some position of first_position … last_position may see: from the first
+  /// block of keys whose bounds do not hide it from them to the last.
+  index_span keys_seen(index_t first_position, index_t last_position) const {
+    const auto hidden = [&](index_t first, index_t last) { return hides(first_position, last_position, first, last); };
+    return span_not_hidden(hidden, keys_, block);
+  }
+  /// The positions that may see some key of first_key … last_key, likewise.
+  index_span positions_seeing(index_t first_key, index_t last_key) const {
+    const auto hidden = [&](index_t first, index_t last) { return hides(first, last, first_key, last_key); };
+    return span_not_hidden(hidden, positions_, block);
+  }
+  /// Whether every pair of the block is allowed, by the expression's bounds.
+  bool allows_every(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
+    const auto b = bounds_over(allowed_, {{0, first_position, first_key}, {0, last_position, last_key}});
+    return b.known && b.lo;
+  }
+
+  const E& allowed() const { return allowed_; }
+  /// The positions and keys the expression covers: a problem's must fit.
+  index_t positions() const { return positions_; }
+  index_t keys() const { return keys_; }
+
+ private:
+  E allowed_;
+  index_t positions_, keys_;
+
+  bool hides(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
+    const auto b = bounds_over(allowed_, {{0, first_position, first_key}, {0, last_position, last_key}});
+    return b.known && !b.hi;
+  }
 };
 template <class E>
 pair_rule(E) -> pair_rule<E>;
@@ -231,6 +271,13 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
     p.dropout = dropout.p;
     p.dropout_stream = *dropout.stream;
     p.dropout_start = dropout.stream->take(static_cast<std::uint64_t>(p.batch * p.heads * p.queries * p.keys));
+  }
+  if constexpr (requires { rule.positions(); rule.keys(); }) {  // a pair_rule: its expression covers the pairs
+    if (rule.positions() < p.first_query + p.queries || rule.keys() < p.keys)
+      throw std::invalid_argument("attn::grad::fused_attention: the mask rule's expression covers " +
+                                  std::to_string(rule.positions()) + " positions and " + std::to_string(rule.keys()) +
+                                  " keys, fewer than the " + std::to_string(p.first_query + p.queries) +
+                                  " positions and " + std::to_string(p.keys) + " keys of the attention");
   }
   if (p.kv_heads == 0 || p.heads % p.kv_heads != 0)
     throw extent_error("attn::grad::fused_attention", "heads",

@@ -4,6 +4,7 @@
 // soft cap) against grad::map on the whole score matrix, and by central differences.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 
 #ifdef _OPENMP
@@ -131,14 +132,110 @@ TEST_CASE("grad::fused_attention asks a rule given as an expression a pair at a 
     // The same pairs visible, the same tiles walked: the same bits.
     CHECK(run(grad::pair_rule{min(key, abs(query - key) - 2.0) <= 0.0}, causal) ==
           run(window_and_first_key{}, causal));
-    // A band walks only its tiles, from the band's first key (the CPU kernel's tiles start
-    // there), the expression every tile: the same pairs, summed in another order.
+    // A band walks the tiles from its first key (the CPU kernel's tiles start there), the
+    // expression's spans from the first block of 64 keys its bounds do not hide: the same
+    // pairs, summed in tiles cut at other keys.
     const auto band = run(key_band{-20, 20}, causal), expression = run(grad::pair_rule{abs(query - key) <= 20.0}, causal);
     for (std::size_t part = 0; part < band.size(); ++part) {
       CAPTURE(part);  // out, d_q, d_k, d_v
       CHECK(test::relative_error(expression[part].data(), band[part]) < 1e-14);
     }
   }
+}
+
+TEST_CASE("grad::pair_rule's spans, from its expression's bounds, hold every pair it allows") {
+  using pairs = shape<B, L, K>;
+  constexpr index_t positions = 300, keys = 260;
+  const extents<pairs> one_sentence(1, positions, keys);
+  const auto query = broadcast<pairs>(iota<double, L>(positions), one_sentence);
+  const auto key = broadcast<pairs>(iota<double, K>(keys), one_sentence);
+  const grad::pair_rule band{abs(key - query - 10.0) <= 30.0};  // keys i − 20 … i + 40
+  const grad::pair_rule window_and_first_key{min(key, abs(query - key) - 2.0) <= 0.0};
+  const index_t g = decltype(band)::block;
+  for (const index_t first : {index_t{0}, index_t{37}, index_t{128}, index_t{250}})
+    for (const index_t rows : {index_t{1}, index_t{64}, index_t{128}}) {
+      const index_t last = std::min(first + rows, positions) - 1;
+      CAPTURE(first);
+      CAPTURE(last);
+      const auto check = [&](const auto& rule, index_span within) {
+        const index_span seen = rule.keys_seen(first, last);
+        for (index_t i = first; i <= last; ++i)
+          for (index_t j = 0; j < keys; ++j)
+            if (rule(i, j)) CHECK((j >= seen.begin && j < seen.end));
+        // No wider than the band's own span, to the blocks.
+        CHECK(seen.begin >= within.begin - within.begin % g);
+        CHECK(seen.end <= within.end + g);
+        const index_span seeing = rule.positions_seeing(first, last);  // first … last as keys
+        for (index_t j = first; j <= std::min(last, keys - 1); ++j)
+          for (index_t i = 0; i < positions; ++i)
+            if (rule(i, j)) CHECK((i >= seeing.begin && i < seeing.end));
+      };
+      check(band, {std::max<index_t>(0, first - 20), std::min(keys, last + 41)});
+      check(window_and_first_key, {0, std::min(keys, last + 3)});
+    }
+  // A block inside the band is allowed whole; one across its edge is not.
+  CHECK(band.allows_every(100, 110, 95, 130));
+  CHECK_FALSE(band.allows_every(100, 110, 75, 130));
+  CHECK_FALSE(window_and_first_key.allows_every(100, 110, 0, 5));
+}
+
+TEST_CASE("grad::fused_attention refuses a pair rule whose expression covers too few pairs") {
+  auto q = random_input<shape<B, H, L, DK>>(1, 6);
+  auto k = random_input<shape<B, G, K, DK>>(1, 8);
+  using pairs = shape<B, L, K>;
+  const auto rule_over = [](index_t positions, index_t keys) {
+    const extents<pairs> one_sentence(1, positions, keys);
+    return grad::pair_rule{abs(broadcast<pairs>(iota<double, L>(positions), one_sentence) -
+                               broadcast<pairs>(iota<double, K>(keys), one_sentence)) <= 2.0};
+  };
+  const grad::key_visibility<B, cpu> from_three{nullptr, false, 3};  // positions 3 … 8
+  CHECK_NOTHROW(grad::fused_attention(nullptr, q, k, k, from_three, 0.5, nullptr, rule_over(9, 8)));
+  CHECK_THROWS_WITH_AS(grad::fused_attention(nullptr, q, k, k, from_three, 0.5, nullptr, rule_over(6, 8)),
+                       doctest::Contains("covers 6 positions and 8 keys, fewer than the 9 positions"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(grad::fused_attention(nullptr, q, k, k, from_three, 0.5, nullptr, rule_over(9, 7)),
+                  std::invalid_argument);
+}
+
+/// A pair_rule that remembers the farthest pair (|key − query|) it was asked about, its spans
+/// and whole-tile answers its own.
+template <class Rule>
+struct watched_pairs {
+  Rule rule;
+  std::atomic<index_t>* farthest;
+  bool operator()(index_t query, index_t key) const {
+    const index_t distance = std::abs(key - query);
+    index_t seen = farthest->load();
+    while (distance > seen && !farthest->compare_exchange_weak(seen, distance)) {
+    }
+    return rule(query, key);
+  }
+  index_span keys_seen(index_t first, index_t last) const { return rule.keys_seen(first, last); }
+  index_span positions_seeing(index_t first, index_t last) const { return rule.positions_seeing(first, last); }
+  bool allows_every(index_t a, index_t b, index_t c, index_t d) const { return rule.allows_every(a, b, c, d); }
+};
+
+TEST_CASE("grad::fused_attention walks only the tiles a pair rule's spans reach, forward and backward") {
+  const index_t length = 1500;
+  auto q = random_input<shape<B, H, L, DK>>(1, length);
+  auto k = random_input<shape<B, G, K, DK>>(1, length);
+  auto v = random_input<shape<B, G, K, DV>>(1, length);
+  tensor<double, shape<B, H, L, DV>> r(1, length);
+  test::fill_random(r);
+  using pairs = shape<B, L, K>;
+  const extents<pairs> one_sentence(1, length, length);
+  const auto query = broadcast<pairs>(iota<double, L>(length), one_sentence);
+  const auto key = broadcast<pairs>(iota<double, K>(length), one_sentence);
+  std::atomic<index_t> farthest{0};
+  const watched_pairs rule{grad::pair_rule{abs(query - key) <= 8.0}, &farthest};
+  grad::tape t;
+  const auto out = grad::fused_attention(&t, q, k, v, grad::key_visibility<B, cpu>{}, 0.5, nullptr, rule);
+  grad::backward(t, test::weighted_sum(&t, out, r));
+  // Pairs of the tiles the band's blocks touch alone: within a block, a query tile and a key
+  // tile of the band; without spans, every pair of the 1500 would be asked.
+  CHECK(farthest.load() <= 8 + decltype(rule.rule)::block + fused_attention<cpu>::query_tile +
+                               fused_attention<cpu>::key_tile);
+  CHECK(farthest.load() >= 8);
 }
 
 /// ALiBi's bias (learned slopes a head) and a soft cap (learned, a head), as variants write them.
