@@ -83,8 +83,13 @@ void attention_core(benchmark::State& state, bool fused, bool causal, bool backw
 
 struct alibi_config : nn::config<nn::widths<512, 2048, 8, 64, 64>> {};
 
-template <class Device>
-void attention_alibi(benchmark::State& state, bool fused, bool backward) {
+/// Causal self-attention of one sentence of n tokens through nn::variant_attention with variant
+/// V (made from `spec`), either path forced. The model's causal mask of a sentence without
+/// padding: the fused path reads its length and causality, the unfused one its bias, built at
+/// the first iteration as once a batch, or at every one (`mask_each_time`: a folded rule's bias
+/// then counts in each).
+template <class Device, template <class, class, class> class V>
+void causal_sentence(benchmark::State& state, const char* spec, bool fused, bool backward, bool mask_each_time) {
   using A = float;
   using C = alibi_config;
   using QS = shape<nn::batch, C::heads, nn::tgt, C::d_k>;
@@ -98,20 +103,20 @@ void attention_alibi(benchmark::State& state, bool fused, bool backward) {
   const auto q0 = to_device<Device>(host_q);
   const auto k0 = to_device<Device>(host_k);
   const auto v0 = to_device<Device>(host_v);
-  // The model's causal mask of a sentence without padding: the fused path reads its length and
-  // causality, the unfused one its bias, built at the first iteration as once a batch.
   tensor<nn::token, shape<nn::batch, nn::tgt>> ids(1, n);
   for (index_t i = 0; i < n; ++i) ids(0, i) = 1;
-  const auto mask = nn::causal_mask<A>(to_device<Device>(ids), 0);
+  const auto causal = [&] { return nn::causal_mask<A>(to_device<Device>(ids), 0); };
+  const auto first_mask = causal();
   random_stream init(1);
-  const auto variant = nn::make_variant<nn::alibi<A, C, Device>>(init, nn::attention_kind::decoder_self,
-                                                                 nn::variant_spec::parse("alibi:learned"));
+  const auto variant =
+      nn::make_variant<V<A, C, Device>>(init, nn::attention_kind::decoder_self, nn::variant_spec::parse(spec));
   const auto path = fused ? nn::attention_path::fused : nn::attention_path::unfused;
   std::size_t peak = 0;
   A last = 0;
   for (auto _ : state) {
     grad::variable<A, QS, Device> q(q0, backward);
     grad::variable<A, KVS, Device> k(k0, backward), v(v0, backward);
+    const auto mask = mask_each_time ? causal() : first_mask;  // a copy shares the first's bias
     if (attn_bench::peak_memory<Device>::known) attn_bench::peak_memory<Device>::reset();
     grad::tape tape;
     grad::tape* t = backward ? &tape : nullptr;
@@ -128,6 +133,11 @@ void attention_alibi(benchmark::State& state, bool fused, bool backward) {
   benchmark::DoNotOptimize(last);
   state.counters["n"] = double(n);
   if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
+}
+
+template <class Device>
+void attention_alibi(benchmark::State& state, bool fused, bool backward) {
+  causal_sentence<Device, nn::alibi>(state, "alibi:learned", fused, backward, false);
 }
 
 /// Restricted attention's window, |i − j| ≤ 64, as an expression alone: the fused kernel asks
@@ -149,54 +159,13 @@ struct window_folded {
   }
 };
 
-/// Causal self-attention under the window |i − j| ≤ 64 through nn::variant_attention, one
-/// sentence of n tokens: unfused (products, the rule folded into the mask), fused with the rule
-/// folded into a bias, fused with the rule asked a pair at a time, and fused with its kernel
-/// form (restricted:129, key_band: only the band's tiles).
+/// Causal self-attention under the window |i − j| ≤ 64, one sentence of n tokens, a fresh mask
+/// each iteration: unfused (products, the rule folded into the mask), fused with the rule folded
+/// into a bias, fused with the rule asked a pair at a time, and fused with its kernel form
+/// (restricted:129, key_band).
 template <class Device, template <class, class, class> class V>
 void attention_rule(benchmark::State& state, bool fused, bool backward, const char* spec) {
-  using A = float;
-  using C = alibi_config;
-  using QS = shape<nn::batch, C::heads, nn::tgt, C::d_k>;
-  using KVS = shape<nn::batch, C::heads, nn::keys, C::d_k>;
-  const index_t n = state.range(0);
-  tensor<A, QS> host_q(1, n);
-  tensor<A, KVS> host_k(1, n), host_v(1, n);
-  attn_bench::fill(host_q.data(), host_q.size(), 1);
-  attn_bench::fill(host_k.data(), host_k.size(), 2);
-  attn_bench::fill(host_v.data(), host_v.size(), 3);
-  const auto q0 = to_device<Device>(host_q);
-  const auto k0 = to_device<Device>(host_k);
-  const auto v0 = to_device<Device>(host_v);
-  tensor<nn::token, shape<nn::batch, nn::tgt>> ids(1, n);
-  for (index_t i = 0; i < n; ++i) ids(0, i) = 1;
-  random_stream init(1);
-  const auto variant =
-      nn::make_variant<V<A, C, Device>>(init, nn::attention_kind::decoder_self, nn::variant_spec::parse(spec));
-  const auto path = fused ? nn::attention_path::fused : nn::attention_path::unfused;
-  std::size_t peak = 0;
-  A last = 0;
-  for (auto _ : state) {
-    grad::variable<A, QS, Device> q(q0, backward);
-    grad::variable<A, KVS, Device> k(k0, backward), v(v0, backward);
-    // A fresh mask each iteration: a folded rule's bias is built each batch, inside the measure.
-    const auto mask = nn::causal_mask<A>(to_device<Device>(ids), 0);
-    if (attn_bench::peak_memory<Device>::known) attn_bench::peak_memory<Device>::reset();
-    grad::tape tape;
-    grad::tape* t = backward ? &tape : nullptr;
-    auto out = nn::variant_attention(variant, nn::context{t, nullptr, nullptr, path}, q, k, v, mask,
-                                     nn::attention_kind::decoder_self);
-    if (backward) {
-      grad::backward(tape, grad::sum<nn::batch>(t, grad::sum<C::heads>(t, grad::sum<nn::tgt>(t, grad::sum<C::d_k>(t, out)))));
-      memory<Device>::copy_to_host(&last, q.grad().data(), sizeof(A));
-    } else {
-      memory<Device>::copy_to_host(&last, out.value().data(), sizeof(A));
-    }
-    peak = std::max(peak, attn_bench::peak_memory<Device>::bytes());
-  }
-  benchmark::DoNotOptimize(last);
-  state.counters["n"] = double(n);
-  if (attn_bench::peak_memory<Device>::known) state.counters["bytes_peak"] = double(peak);
+  causal_sentence<Device, V>(state, spec, fused, backward, true);
 }
 
 /// The usual settings of a case: lengths lo, 2·lo, …, hi; milliseconds of wall time.
