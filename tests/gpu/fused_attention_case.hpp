@@ -297,7 +297,7 @@ inline std::vector<sizes> cases() {
                  .band = attn::key_band{100, 300}});  // queries from 29 on see no key
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
                  .band = attn::key_band{-64, 64}});
-  // Bands given as expressions: the kernels walk every tile the other masks leave, asking each pair.
+  // Bands given as expressions: the kernels ask each pair, over the tiles of the expression's spans.
   all.push_back({.batch = 2, .heads = 2, .kv_heads = 1, .queries = 200, .keys = 200, .d_k = 32, .d_v = 32,
                  .causal = true, .band = attn::key_band{-70, 0}, .band_as_expression = true});
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 70, .keys = 300, .d_k = 128, .d_v = 128,

@@ -4,14 +4,19 @@
 // in the box lies within the bounds. Each bound is computed by the element's own operation, in
 // the type element_at computes it (expr/element.hpp), on the operands' bounds; the operations
 // kept are those whose rounded result never moves against its exact one (+, −, ·, negation,
-// |x|, max, min, relu, sqrt, comparisons, a select, a cast to a floating type), so that the
-// rounded element stays between the rounded bounds. Anything else (exp, tanh, a division,
-// memory, a placeholder, a reshape, a value that is not finite) gives no bounds: `known` false.
-// The operations' rules are device code too: a GPU's kernels take a rule's spans from the same
-// rules over the expression's coordinate plan (cuda/attn/cuda/plan_bounds.cuh).
+// |x|, max, min, relu, sqrt, comparisons, a select, a cast from one floating type to another),
+// so that the rounded element stays between the rounded bounds. A product's bounds are widened
+// by a unit in the last place each way: they hold the exact product, so that a compiler that
+// fuses it into the addition after it (a GPU's fma, which nvcc makes by default) still lands
+// inside. Anything else (exp, tanh, a division, memory, a placeholder, a reshape that moves
+// coordinates, integer arithmetic, which wraps, a value that is not finite) gives no bounds:
+// `known` false. The operations' rules are device code too: a GPU's kernels take a rule's spans
+// from the same rules over the expression's coordinate plan (cuda/attn/cuda/plan_bounds.cuh).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <type_traits>
 
 #include "../core/config.hpp"
@@ -40,15 +45,26 @@ struct coordinate_box {
 
 namespace detail {
 
+/// Finite, and of a type whose arithmetic keeps the order: a floating type (integers wrap), or
+/// a bool.
 template <class T>
-ATTN_HOST_DEVICE constexpr bool is_finite(T x) {
+ATTN_HOST_DEVICE constexpr bool is_ordered_value(T x) {
   if constexpr (std::is_floating_point_v<T>) return x - x == T(0);  // false for ±∞ and NaN
-  else return true;
+  else return std::is_same_v<T, bool>;
 }
 
 template <class T>
 ATTN_HOST_DEVICE constexpr value_bounds<T> bounded(T lo, T hi) {
-  return {lo, hi, is_finite(lo) && is_finite(hi)};
+  return {lo, hi, is_ordered_value(lo) && is_ordered_value(hi)};
+}
+
+/// The bounds a unit in the last place wider each way.
+template <class T>
+ATTN_HOST_DEVICE value_bounds<T> widened(value_bounds<T> b) {
+  using std::nextafter;
+  constexpr T infinity = std::numeric_limits<T>::infinity();
+  if (b.known) b = bounded(nextafter(b.lo, -infinity), nextafter(b.hi, infinity));
+  return b;
 }
 
 template <class T>
@@ -90,7 +106,9 @@ template <class Op, class T>
 ATTN_HOST_DEVICE auto binary_bounds(const Op& op, const value_bounds<T>& a, const value_bounds<T>& b) {
   using R = decltype(op(a.lo, b.lo));
   if (!a.known || !b.known) return value_bounds<R>{};
-  if constexpr (std::is_same_v<R, bool>) {
+  if constexpr (std::is_same_v<R, bool> && (std::is_same_v<Op, op::minimum> || std::is_same_v<Op, op::maximum>)) {
+    return bounded<R>(op(a.lo, b.lo), op(a.hi, b.hi));  // "and" and "or" of two bools
+  } else if constexpr (std::is_same_v<R, bool>) {
     // A comparison: true everywhere, false everywhere, or either.
     bool always = false, never = false;
     if constexpr (std::is_same_v<Op, op::less>) always = a.hi < b.lo, never = a.lo >= b.hi;
@@ -111,7 +129,8 @@ ATTN_HOST_DEVICE auto binary_bounds(const Op& op, const value_bounds<T>& a, cons
     return bounded<R>(op(a.lo, b.hi), op(a.hi, b.lo));
   } else if constexpr (std::is_same_v<Op, op::multiply>) {
     const R p[] = {op(a.lo, b.lo), op(a.lo, b.hi), op(a.hi, b.lo), op(a.hi, b.hi)};
-    return bounded<R>(smaller(smaller(p[0], p[1]), smaller(p[2], p[3])), larger(larger(p[0], p[1]), larger(p[2], p[3])));
+    return widened(bounded<R>(smaller(smaller(p[0], p[1]), smaller(p[2], p[3])),
+                              larger(larger(p[0], p[1]), larger(p[2], p[3]))));
   } else if constexpr (std::is_same_v<Op, op::maximum> || std::is_same_v<Op, op::minimum>) {
     return bounded<R>(op(a.lo, b.lo), op(a.hi, b.hi));
   } else {
@@ -156,6 +175,12 @@ value_bounds<accumulate_t<value_t<E>>> bounds_over(const E& e, const coordinate_
       in.hi[dim_index<S, typename E::sliced_dim>] += e.start;
     } else if constexpr (std::is_same_v<SA, S> && !detail::is_reshape_node<E>) {
       in = b;  // input<I>
+    } else if constexpr (detail::is_reshape_node<E> && SA::rank == S::rank) {
+      // A rename, or a reshape that keeps its sizes: the same coordinates (element_at's
+      // pass-through, and the GPU's plan's).
+      for (std::size_t r = 0; r < S::rank; ++r)
+        if (e.extents()[r] != e.a.extents()[r]) return {};
+      in = b;
     } else if constexpr (requires { E::source_positions(); }) {  // permute
       constexpr auto from = E::source_positions();
       for (std::size_t r = 0; r < S::rank; ++r) in.lo[from[r]] = b.lo[r], in.hi[from[r]] = b.hi[r];
@@ -165,7 +190,7 @@ value_bounds<accumulate_t<value_t<E>>> bounds_over(const E& e, const coordinate_
         ((in.lo[r] = b.lo[dim_index<S, Ds>], in.hi[r++] = b.hi[dim_index<S, Ds>]), ...);
       }(typename SA::dims{});
     } else {
-      return {};  // a reshape: a box of its coordinates is no box of its operand's
+      return {};  // a split or a merge: a box of its coordinates is no box of its operand's
     }
     return bounds_over(e.a, in);
   } else if constexpr (requires { e.value; }) {

@@ -10,8 +10,9 @@
 //   (c) which pairs may attend: `allowed(query_index, key_index)`, a bool expression combined
 //       with the padding and causal masks, and `kernel_rule(first_query)`, the same rule in the
 //       fused kernels' form (core/fused_attention.hpp: key_band), with which they skip the tiles
-//       outside the rule; without it they ask `allowed` a pair at a time (grad::pair_rule). Neither
-//       builds the [batch, queries, keys] mask;
+//       outside the rule; without it they ask `allowed` a pair at a time (grad::pair_rule, its
+//       spans from its bounds), building no [batch, queries, keys] mask unless the expression
+//       reads more than the pair's coordinates;
 //   (d) how many key/value heads there are: `using kv_heads = dim<"kv_heads", G>` (default h);
 // plus `applies()` (whether (b) and (c) apply to this attention, default yes), `collect(list)`
 // for parameters and a constructor from (random_stream&, attention_kind, const variant_spec&).

@@ -81,6 +81,10 @@ TEST_CASE("a mask rule's plan allows the pairs its expression allows") {
       "window and first key",
       [](const auto& query, const auto& key) { return min(key, abs(query - key) - 2.0f) <= 0.0f; },
       [](index_t i, index_t j) { return j == 0 || (i - j <= 2 && j - i <= 2); });
+  // The first three keys, or a window: an "or" of two bools (their max).
+  compare(
+      "or", [](const auto& query, const auto& key) { return max(key <= 2.0f, abs(query - key) <= 3.0f); },
+      [](index_t i, index_t j) { return j <= 2 || (i - j <= 3 && j - i <= 3); });
   // Causal for the first 8 positions, a window after them.
   compare(
       "where",
