@@ -66,12 +66,10 @@ bool runs(const sizes& z) {
 /// exact at these positions.
 inline auto band_expression(const sizes& z) {
   using namespace attn;
-  using pairs = shape<dim<"batch">, dim<"queries">, dim<"keys">>;
-  const extents<pairs> one_sentence(1, z.first_query + z.queries, z.keys);
-  const auto query = broadcast<pairs>(iota<float, dim<"queries">>(z.first_query + z.queries), one_sentence);
-  const auto key = broadcast<pairs>(iota<float, dim<"keys">>(z.keys), one_sentence);
   const float middle = float(z.band->first + z.band->last) / 2, half = float(z.band->last - z.band->first) / 2;
-  return grad::pair_rule{abs(key - query - middle) <= half};
+  return grad::pair_rule{grad::over_pairs<float, dim<"batch">, dim<"queries">, dim<"keys">>(
+      [&](const auto& query, const auto& key) { return abs(key - query - middle) <= half; }, z.first_query + z.queries,
+      z.keys)};
 }
 
 /// The output and every input's gradient (the modification's learned inputs' too; empty without).

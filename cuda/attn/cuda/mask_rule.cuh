@@ -21,37 +21,18 @@
 namespace attn::cuda_backend {
 
 /// A rule given as an expression, on the device: its plan at (0, position, key), and the spans
-/// and whole-tile answers of the plan's bounds, over the positions and keys it covers.
+/// and whole-tile answers of the plan's bounds over the positions and keys it covers.
 template <class Plan>
-struct device_pair_rule {
+struct device_pair_rule : spans_from_bounds<device_pair_rule<Plan>> {
   Plan allowed;
-  index_t positions, keys, block;
 
   __device__ bool operator()(index_t query, index_t key) const {  // query: its position
     return bool(allowed(position<3, std::int64_t>{{0, query, key}}));
   }
-  __device__ index_span keys_seen(index_t first_position, index_t last_position) const {
-    const auto hidden = [&](index_t first, index_t last) { return hides(first_position, last_position, first, last); };
-    return span_not_hidden(hidden, keys, block);
-  }
-  __device__ index_span positions_seeing(index_t first_key, index_t last_key) const {
-    const auto hidden = [&](index_t first, index_t last) { return hides(first, last, first_key, last_key); };
-    return span_not_hidden(hidden, positions, block);
-  }
-  __device__ bool allows_every(index_t first_position, index_t last_position, index_t first_key,
-                               index_t last_key) const {
-    const auto b = bounds(first_position, last_position, first_key, last_key);
-    return b.known && b.lo;
-  }
-
- private:
-  __device__ auto bounds(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
+  __device__ value_bounds<bool> bounds(index_t first_position, index_t last_position, index_t first_key,
+                                       index_t last_key) const {
     return plan_bounds(allowed, position<3, std::int64_t>{{0, first_position, first_key}},
                        position<3, std::int64_t>{{0, last_position, last_key}});
-  }
-  __device__ bool hides(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
-    const auto b = bounds(first_position, last_position, first_key, last_key);
-    return b.known && !b.hi;
   }
 };
 
@@ -63,7 +44,7 @@ auto device_rule(const Rule& rule) {
     auto plan = coordinate_plan(rule.allowed());
     static_assert(std::is_trivially_copyable_v<decltype(plan)>,
                   "attn::cuda: a mask rule's plan must be trivially copyable to be a kernel parameter");
-    return device_pair_rule<decltype(plan)>{plan, rule.positions(), rule.keys(), Rule::block};
+    return device_pair_rule<decltype(plan)>{{rule.positions, rule.keys}, plan};
   } else {
     return rule;
   }

@@ -125,20 +125,55 @@ ATTN_HOST_DEVICE constexpr bool rule_allows_every(const Rule& rule, index_t firs
     return false;
 }
 
-/// The span of [0, count) that a rule's blocks of `block` indices leave, for a rule that can
-/// tell a block it hides whole (`hidden(first, last)`, as grad::pair_rule's bounds do): from the
-/// first block not hidden to the end of the last; empty ({count, count}) when every block is.
-template <class Hidden>
-ATTN_HOST_DEVICE constexpr index_span span_not_hidden(const Hidden& hidden, index_t count, index_t block) {
-  index_t begin = 0;
-  while (begin < count && hidden(begin, (begin + block < count ? begin + block : count) - 1)) begin += block;
-  if (begin >= count) return {count, count};
-  index_t end = count;
-  for (index_t last_block = (count - 1) / block * block; last_block > begin && hidden(last_block, end - 1);
-       last_block -= block)
-    end = last_block;
-  return {begin, end};
-}
+/// What the kernels ask of a rule (key_band's members), for a rule over `positions` positions
+/// and `keys` keys that can bound itself over a block of pairs: Rule::bounds(first_position,
+/// last_position, first_key, last_key) gives `known`, `lo` (allowed on every pair) and `hi`
+/// (allowed on some), as expr/bounds.hpp's value_bounds<bool>. A span runs from the first block
+/// of `block` indices the bounds do not hide to the end of the last; grad::pair_rule's bounds
+/// are its expression's, the GPU's form's its plan's (cuda/attn/cuda/mask_rule.cuh).
+template <class Rule>
+struct spans_from_bounds {
+  static constexpr index_t block = 64;
+  index_t positions = 0, keys = 0;
+
+  /// The keys that some position of first_position … last_position may see.
+  ATTN_HOST_DEVICE index_span keys_seen(index_t first_position, index_t last_position) const {
+    return not_hidden([&](index_t first, index_t last) { return hides(first_position, last_position, first, last); },
+                      keys);
+  }
+  /// The positions that may see some key of first_key … last_key.
+  ATTN_HOST_DEVICE index_span positions_seeing(index_t first_key, index_t last_key) const {
+    return not_hidden([&](index_t first, index_t last) { return hides(first, last, first_key, last_key); },
+                      positions);
+  }
+  /// Whether every pair of the block is allowed.
+  ATTN_HOST_DEVICE bool allows_every(index_t first_position, index_t last_position, index_t first_key,
+                                     index_t last_key) const {
+    const auto b = rule().bounds(first_position, last_position, first_key, last_key);
+    return b.known && b.lo;
+  }
+
+ private:
+  ATTN_HOST_DEVICE const Rule& rule() const { return static_cast<const Rule&>(*this); }
+  ATTN_HOST_DEVICE bool hides(index_t first_position, index_t last_position, index_t first_key,
+                              index_t last_key) const {
+    const auto b = rule().bounds(first_position, last_position, first_key, last_key);
+    return b.known && !b.hi;
+  }
+  /// [begin, end) of [0, count) from the first block `hidden` does not rule out to the end of
+  /// the last; empty ({count, count}) when it rules out every block.
+  template <class Hidden>
+  ATTN_HOST_DEVICE static index_span not_hidden(const Hidden& hidden, index_t count) {
+    index_t begin = 0;
+    while (begin < count && hidden(begin, (begin + block < count ? begin + block : count) - 1)) begin += block;
+    if (begin >= count) return {count, count};
+    index_t end = count;
+    for (index_t last_block = (count - 1) / block * block; last_block > begin && hidden(last_block, end - 1);
+         last_block -= block)
+      end = last_block;
+    return {begin, end};
+  }
+};
 
 /// The score modification that changes nothing: the score is scale · q·k.
 struct unmodified {};

@@ -180,7 +180,7 @@ struct key_visibility {
 /// allow and skip the pair-by-pair checks where it allows them all. A GPU's kernels take its plan
 /// and the plan's bounds (cuda/attn/cuda/mask_rule.cuh), the same numbers.
 template <class E>
-class pair_rule {
+class pair_rule : public spans_from_bounds<pair_rule<E>> {
   static_assert(shape_t<E>::rank == 3 && std::is_same_v<value_t<E>, bool>,
                 "attn::grad::pair_rule: a mask rule is a bool expression over pairs [batch, queries, keys]");
   static_assert(computed_from<E, dim_at<shape_t<E>, 1>, dim_at<shape_t<E>, 2>>,
@@ -188,47 +188,33 @@ class pair_rule {
                 "alone (index_along, constants): it holds for every sentence and head");
 
  public:
-  /// The spans are found a block of this many positions or keys at a time.
-  static constexpr index_t block = 64;
-
   explicit pair_rule(const E& allowed)
-      : allowed_(allowed), positions_(allowed.extents()[1]), keys_(allowed.extents()[2]) {}
+      : spans_from_bounds<pair_rule<E>>{allowed.extents()[1], allowed.extents()[2]}, allowed_(allowed) {}
 
   bool operator()(index_t position, index_t key) const { return element_at(allowed_, {0, position, key}); }
-
-  /// The keys that some position of first_position … last_position may see: from the first
-  /// block of keys whose bounds do not hide it from them to the last.
-  index_span keys_seen(index_t first_position, index_t last_position) const {
-    const auto hidden = [&](index_t first, index_t last) { return hides(first_position, last_position, first, last); };
-    return span_not_hidden(hidden, keys_, block);
-  }
-  /// The positions that may see some key of first_key … last_key, likewise.
-  index_span positions_seeing(index_t first_key, index_t last_key) const {
-    const auto hidden = [&](index_t first, index_t last) { return hides(first, last, first_key, last_key); };
-    return span_not_hidden(hidden, positions_, block);
-  }
-  /// Whether every pair of the block is allowed, by the expression's bounds.
-  bool allows_every(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
-    const auto b = bounds_over(allowed_, {{0, first_position, first_key}, {0, last_position, last_key}});
-    return b.known && b.lo;
+  /// The expression's bounds over a block of pairs (spans_from_bounds asks them).
+  value_bounds<bool> bounds(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
+    return bounds_over(allowed_, {{0, first_position, first_key}, {0, last_position, last_key}});
   }
 
   const E& allowed() const { return allowed_; }
-  /// The positions and keys the expression covers: a problem's must fit.
-  index_t positions() const { return positions_; }
-  index_t keys() const { return keys_; }
 
  private:
   E allowed_;
-  index_t positions_, keys_;
-
-  bool hides(index_t first_position, index_t last_position, index_t first_key, index_t last_key) const {
-    const auto b = bounds_over(allowed_, {{0, first_position, first_key}, {0, last_position, last_key}});
-    return b.known && !b.hi;
-  }
 };
 template <class E>
 pair_rule(E) -> pair_rule<E>;
+
+/// allowed(query, key) over one sentence's pairs [B, Q, K], for pair_rule: `allowed` is given the
+/// queries' positions (`positions` of them, the first at first_position) and the keys' indices
+/// (`keys` of them) as coordinate expressions in T (attn::index_along's).
+template <element T, dimension B, dimension Q, dimension K, device Device = cpu, class F>
+auto over_pairs(const F& allowed, index_t positions, index_t keys, accumulate_t<T> first_position = 0) {
+  using pairs = shape<B, Q, K>;
+  const extents<pairs> one_sentence(1, positions, keys);
+  return allowed(broadcast<pairs>(iota<T, Q, Device>(positions, first_position), one_sentence),
+                 broadcast<pairs>(iota<T, K, Device>(keys), one_sentence));
+}
 
 /// softmax over the visible keys of scale · q·kᵀ, modified (grad::modify_scores) when a
 /// modification is given, + bias (an additive mask [B, Q, K] shared by the heads), times v:
@@ -272,10 +258,10 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
     p.dropout_stream = *dropout.stream;
     p.dropout_start = dropout.stream->take(static_cast<std::uint64_t>(p.batch * p.heads * p.queries * p.keys));
   }
-  if constexpr (requires { rule.positions(); rule.keys(); }) {  // a pair_rule: its expression covers the pairs
-    if (rule.positions() < p.first_query + p.queries || rule.keys() < p.keys)
+  if constexpr (requires { rule.allowed(); }) {  // a pair_rule: its expression covers the pairs
+    if (rule.positions < p.first_query + p.queries || rule.keys < p.keys)
       throw std::invalid_argument("attn::grad::fused_attention: the mask rule's expression covers " +
-                                  std::to_string(rule.positions()) + " positions and " + std::to_string(rule.keys()) +
+                                  std::to_string(rule.positions) + " positions and " + std::to_string(rule.keys) +
                                   " keys, fewer than the " + std::to_string(p.first_query + p.queries) +
                                   " positions and " + std::to_string(p.keys) + " keys of the attention");
   }

@@ -302,12 +302,9 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
         } else if constexpr (detail::has_mask_rule<V>) {
           // A rule with no kernel form, asked a pair at a time over one sentence's pairs, where
           // the kernel's position i (from 0, as above) is the rule's first_query + i.
-          using pairs = shape<B, Q, keys>;
-          const index_t queries = q.extents().template extent<Q>(), key_count = k.extents().template extent<keys>();
-          const extents<pairs> one_sentence(1, queries, key_count);
-          const auto allowed =
-              variant.allowed(broadcast<pairs>(iota<A, Q, Device>(queries, accumulate_t<A>(first_query)), one_sentence),
-                              broadcast<pairs>(iota<A, keys, Device>(key_count), one_sentence));
+          const auto allowed = grad::over_pairs<A, B, Q, keys, Device>(
+              [&](const auto& query, const auto& key) { return variant.allowed(query, key); },
+              q.extents().template extent<Q>(), k.extents().template extent<keys>(), accumulate_t<A>(first_query));
           if constexpr (computed_from<std::remove_cvref_t<decltype(allowed)>, Q, keys>) {
             if (rules) return fused(grad::pair_rule{allowed}, mask_bias);
           }

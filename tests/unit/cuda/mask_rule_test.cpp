@@ -23,17 +23,13 @@ using namespace attn;
 using B = dim<"batch">;
 using Q = dim<"queries">;
 using K = dim<"keys">;
-using pairs = shape<B, Q, K>;
 
 constexpr index_t positions = 150, keys = 200;  // beyond a block of 64 (pair_rule::block)
 
 /// Both forms of allowed(query, key) and a plain predicate, at every pair.
 template <class F, class Plain>
 void compare(const std::string& name, const F& allowed, const Plain& plain) {
-  const extents<pairs> one_sentence(1, positions, keys);
-  const auto query = broadcast<pairs>(iota<float, Q>(positions), one_sentence);
-  const auto key = broadcast<pairs>(iota<float, K>(keys), one_sentence);
-  const grad::pair_rule on_host{allowed(query, key)};
+  const grad::pair_rule on_host{grad::over_pairs<float, B, Q, K>(allowed, positions, keys)};
   const auto on_device = cuda_backend::device_rule(on_host);
   static_assert(std::is_trivially_copyable_v<decltype(on_device)>);
   index_t wrong_on_host = 0, wrong_on_device = 0, allowed_pairs = 0;

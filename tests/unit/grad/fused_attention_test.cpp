@@ -123,19 +123,20 @@ TEST_CASE("grad::fused_attention asks a rule given as an expression a pair at a 
     return std::vector{values(out.value()), values(q.grad()), values(k.grad()), values(v.grad())};
   };
   // The pairs [1, positions, keys]: the kernel asks about (0, position, key).
-  using pairs = shape<B, L, K>;
-  const extents<pairs> one_sentence(1, first + queries, length);
-  const auto query = broadcast<pairs>(iota<double, L>(first + queries), one_sentence);
-  const auto key = broadcast<pairs>(iota<double, K>(length), one_sentence);
+  const auto rule_of = [&](const auto& allowed) {
+    return grad::pair_rule{grad::over_pairs<double, B, L, K>(allowed, first + queries, length)};
+  };
   for (bool causal : {false, true}) {
     CAPTURE(causal);
     // The same pairs visible, the same tiles walked: the same bits.
-    CHECK(run(grad::pair_rule{min(key, abs(query - key) - 2.0) <= 0.0}, causal) ==
-          run(window_and_first_key{}, causal));
+    CHECK(run(rule_of([](const auto& query, const auto& key) { return min(key, abs(query - key) - 2.0) <= 0.0; }),
+              causal) == run(window_and_first_key{}, causal));
     // A band walks the tiles from its first key (the CPU kernel's tiles start there), the
     // expression's spans from the first block of 64 keys its bounds do not hide: the same
     // pairs, summed in tiles cut at other keys.
-    const auto band = run(key_band{-20, 20}, causal), expression = run(grad::pair_rule{abs(query - key) <= 20.0}, causal);
+    const auto band = run(key_band{-20, 20}, causal);
+    const auto expression =
+        run(rule_of([](const auto& query, const auto& key) { return abs(query - key) <= 20.0; }), causal);
     for (std::size_t part = 0; part < band.size(); ++part) {
       CAPTURE(part);  // out, d_q, d_k, d_v
       CHECK(test::relative_error(expression[part].data(), band[part]) < 1e-14);
@@ -144,13 +145,12 @@ TEST_CASE("grad::fused_attention asks a rule given as an expression a pair at a 
 }
 
 TEST_CASE("grad::pair_rule's spans, from its expression's bounds, hold every pair it allows") {
-  using pairs = shape<B, L, K>;
   constexpr index_t positions = 300, keys = 260;
-  const extents<pairs> one_sentence(1, positions, keys);
-  const auto query = broadcast<pairs>(iota<double, L>(positions), one_sentence);
-  const auto key = broadcast<pairs>(iota<double, K>(keys), one_sentence);
-  const grad::pair_rule band{abs(key - query - 10.0) <= 30.0};  // keys i − 20 … i + 40
-  const grad::pair_rule window_and_first_key{min(key, abs(query - key) - 2.0) <= 0.0};
+  const auto rule_of = [](const auto& allowed) {
+    return grad::pair_rule{grad::over_pairs<double, B, L, K>(allowed, positions, keys)};
+  };
+  const auto band = rule_of([](const auto& i, const auto& j) { return abs(j - i - 10.0) <= 30.0; });  // i − 20 … i + 40
+  const auto window_and_first_key = rule_of([](const auto& i, const auto& j) { return min(j, abs(i - j) - 2.0) <= 0.0; });
   const index_t g = decltype(band)::block;
   for (const index_t first : {index_t{0}, index_t{37}, index_t{128}, index_t{250}})
     for (const index_t rows : {index_t{1}, index_t{64}, index_t{128}}) {
@@ -182,11 +182,9 @@ TEST_CASE("grad::pair_rule's spans, from its expression's bounds, hold every pai
 TEST_CASE("grad::fused_attention refuses a pair rule whose expression covers too few pairs") {
   auto q = random_input<shape<B, H, L, DK>>(1, 6);
   auto k = random_input<shape<B, G, K, DK>>(1, 8);
-  using pairs = shape<B, L, K>;
   const auto rule_over = [](index_t positions, index_t keys) {
-    const extents<pairs> one_sentence(1, positions, keys);
-    return grad::pair_rule{abs(broadcast<pairs>(iota<double, L>(positions), one_sentence) -
-                               broadcast<pairs>(iota<double, K>(keys), one_sentence)) <= 2.0};
+    return grad::pair_rule{grad::over_pairs<double, B, L, K>(
+        [](const auto& query, const auto& key) { return abs(query - key) <= 2.0; }, positions, keys)};
   };
   const grad::key_visibility<B, cpu> from_three{nullptr, false, 3};  // positions 3 … 8
   CHECK_NOTHROW(grad::fused_attention(nullptr, q, k, k, from_three, 0.5, nullptr, rule_over(9, 8)));
@@ -222,12 +220,10 @@ TEST_CASE("grad::fused_attention walks only the tiles a pair rule's spans reach,
   auto v = random_input<shape<B, G, K, DV>>(1, length);
   tensor<double, shape<B, H, L, DV>> r(1, length);
   test::fill_random(r);
-  using pairs = shape<B, L, K>;
-  const extents<pairs> one_sentence(1, length, length);
-  const auto query = broadcast<pairs>(iota<double, L>(length), one_sentence);
-  const auto key = broadcast<pairs>(iota<double, K>(length), one_sentence);
   std::atomic<index_t> farthest{0};
-  const watched_pairs rule{grad::pair_rule{abs(query - key) <= 8.0}, &farthest};
+  const watched_pairs rule{grad::pair_rule{grad::over_pairs<double, B, L, K>(
+                               [](const auto& query, const auto& key) { return abs(query - key) <= 8.0; }, length, length)},
+                           &farthest};
   grad::tape t;
   const auto out = grad::fused_attention(&t, q, k, v, grad::key_visibility<B, cpu>{}, 0.5, nullptr, rule);
   grad::backward(t, test::weighted_sum(&t, out, r));
