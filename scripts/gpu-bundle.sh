@@ -24,7 +24,8 @@ programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"
 [[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
 # Meson 1.0 (Debian 12's) gives nvcc no dependency file to write: a CUDA object is not rebuilt
 # when only a header it includes changed. Refuse objects older than the newest header, and
-# builds of PTX alone (test.sh's -Dgpu_arch=compute_90, which a GPU would compile at every start).
+# builds of PTX alone (test.sh's -Dgpu_arch=compute_90, which a GPU would compile at every start)
+# and of kernels at -O1 (its -Dgpu_device_optimization=1).
 newest=$(find cuda include tests/gpu examples bench \( -name '*.cuh' -o -name '*.hpp' -o -name '*.h' \) -printf '%T@ %p\n' \
   | sort -n | tail -1 | cut -d' ' -f2-)
 objects=("$build/tests/gpu")
@@ -39,10 +40,17 @@ if [[ -n $stale ]]; then
   echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu" >&2
   exit 1
 fi
-arch=$(python3 -c 'import json, sys; print(*[o["value"] for o in json.load(open(sys.argv[1])) if o["name"] == "gpu_arch"])' \
-  "$build/meson-info/intro-buildoptions.json" 2>/dev/null || true)
-if [[ $arch == compute_* ]]; then
+option() {  # option <name>: the build's value of a Meson option
+  python3 -c 'import json, sys; print(*[o["value"] for o in json.load(open(sys.argv[1])) if o["name"] == sys.argv[2]])' \
+    "$build/meson-info/intro-buildoptions.json" "$1" 2>/dev/null || true
+}
+if [[ $(option gpu_arch) == compute_* ]]; then
   echo "gpu-bundle: $build compiles PTX alone (gpu_arch compute_*): meson configure $build -Dgpu_arch=sm_90" >&2
+  exit 1
+fi
+if [[ $(option gpu_device_optimization) != 3 ]]; then
+  echo "gpu-bundle: $build compiles kernels for checking alone (gpu_device_optimization $(option gpu_device_optimization)):" \
+    "meson configure $build -Dgpu_device_optimization=3" >&2
   exit 1
 fi
 
