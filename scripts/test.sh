@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds attn and runs every test suite (unit, compile_fail, consumer, gpu, which
-# SKIPs without a GPU, examples, data, train), the unit tests of the suite sanitized
-# under AddressSanitizer and UBSan.
+# SKIPs without a GPU, examples, data, train), and those of the suite sanitized under
+# AddressSanitizer and UBSan.
 # Exits non-zero on any failure. Works from any directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -38,30 +38,30 @@ else
   setup build -Dexample_models=tiny -Dexample_cuda=false -Dgpu_arch=compute_90 \
     -Dgpu_device_optimization=1 -Dbenchmarks=disabled
 fi
-# The unit tests of core, expr, cpu, grad and the loss (unit), of text, data, batching,
-# checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed), and the GPU's
-# fused attention kernels on the CPU emulator (unit-emulated: AddressSanitizer is their
-# compute-sanitizer), the suite `sanitized`, are compiled and run in build-asan/ below, under the
-# sanitizers, and not here as well: they were a fifth of this build's compile time.
-programs() {  # programs <builddir> sanitized|others: the files to build for those tests
+# The unit tests of core, expr, cpu, grad and the loss (unit) and of text, data, batching,
+# checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed), the suite
+# `sanitized-only`, are compiled and run in build-asan/ below, under the sanitizers, and not here
+# as well: they were a fifth of this build's compile time. The GPU's fused attention kernels on
+# the CPU emulator (unit-emulated) run in both: here their 1000-token and bfloat16 cases too.
+programs() {  # programs <builddir> <suite> in|out: the programs to build, for the tests in or out of <suite>
   python3 - "$@" <<'EOF'
 import json, os, sys
-build, which = sys.argv[1:]
+build, suite, which = sys.argv[1:]
 def info(name): return json.load(open(os.path.join(build, 'meson-info', name)))
-sanitized = {t['cmd'][0] for t in info('intro-tests.json') if 'attn:sanitized' in t['suite']}
+chosen = {t['cmd'][0] for t in info('intro-tests.json') if 'attn:' + suite in t['suite']}
 for target in info('intro-targets.json'):
-    if target['build_by_default'] and bool(sanitized & set(target['filename'])) == (which == 'sanitized'):
+    if target['build_by_default'] and bool(chosen & set(target['filename'])) == (which == 'in'):
         print(*(os.path.relpath(f, build) for f in target['filename']), sep='\n')
 EOF
 }
 heading "compile (build/)"
-mapfile -t targets < <(programs build others)
+mapfile -t targets < <(programs build sanitized-only out)
 ninja -C build "${targets[@]}"
-# Every other suite: unit (the whole model, unit-model; the device primitives on the host and
-# the emulator), compile_fail, consumer, gpu (SKIP without a GPU), examples and whatever is added
-# later. Benchmarks are not tests (meson test --benchmark).
-heading "test: all suites but sanitized"
-meson test -C build --no-rebuild --no-suite sanitized --print-errorlogs
+# Every other suite: unit (the whole model, unit-model; the emulated GPU kernels; the device
+# primitives on the host and the emulator), compile_fail, consumer, gpu (SKIP without a GPU),
+# examples and whatever is added later. Benchmarks are not tests (meson test --benchmark).
+heading "test: all suites but sanitized-only"
+meson test -C build --no-rebuild --no-suite sanitized-only --print-errorlogs
 
 heading "configure (build-asan/: AddressSanitizer + UBSan)"
 # -O0: sanitized Eigen code compiles five times faster than at -O1 (6 against 33 CPU-minutes
@@ -70,9 +70,11 @@ heading "configure (build-asan/: AddressSanitizer + UBSan)"
 # line, and the largest test compiles in 29 s instead of 38 with full -g.
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
   -Doptimization=0 -Ddebug=false -Dcpp_args=-g1 -Dbenchmarks=disabled -Dcuda=disabled
-# The whole-model tests (unit-model) ran above and are left out here, see tests/unit/meson.build.
+# The suite sanitized: unit, unit-train and the emulated GPU kernels (unit-emulated: AddressSanitizer
+# is their compute-sanitizer). The whole-model tests (unit-model) ran above and are left out
+# here, see tests/unit/meson.build.
 heading "compile (build-asan/: the suite sanitized)"
-mapfile -t targets < <(programs build-asan sanitized)
+mapfile -t targets < <(programs build-asan sanitized in)
 ninja -C build-asan "${targets[@]}"
 heading "test: the suite sanitized, under the sanitizers"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
