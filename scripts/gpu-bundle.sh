@@ -25,7 +25,7 @@ programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"
 # Meson 1.0 (Debian 12's) gives nvcc no dependency file to write: a CUDA object is not rebuilt
 # when only a header it includes changed. Refuse objects older than the newest header, and
 # builds of PTX alone (test.sh's -Dgpu_arch=compute_90, which a GPU would compile at every start)
-# and of kernels at -O1 (its -Dgpu_device_optimization=1).
+# and of kernels at -O1 (its -Dgpu_check_only=true).
 newest=$(find cuda include tests/gpu examples bench \( -name '*.cuh' -o -name '*.hpp' -o -name '*.h' \) -printf '%T@ %p\n' \
   | sort -n | tail -1 | cut -d' ' -f2-)
 objects=("$build/tests/gpu")
@@ -48,9 +48,8 @@ if [[ $(option gpu_arch) == compute_* ]]; then
   echo "gpu-bundle: $build compiles PTX alone (gpu_arch compute_*): meson configure $build -Dgpu_arch=sm_90" >&2
   exit 1
 fi
-if [[ $(option gpu_device_optimization) != 3 ]]; then
-  echo "gpu-bundle: $build compiles kernels for checking alone (gpu_device_optimization $(option gpu_device_optimization)):" \
-    "meson configure $build -Dgpu_device_optimization=3" >&2
+if [[ $(option gpu_check_only) == True || $(option gpu_check_only) == true ]]; then
+  echo "gpu-bundle: $build compiles CUDA code for checking alone: meson configure $build -Dgpu_check_only=false" >&2
   exit 1
 fi
 

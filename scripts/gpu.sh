@@ -112,7 +112,7 @@ models=${ATTN_GPU_MODELS:-tiny,small,base}
 compile_seconds=0
 if [[ -z $prebuilt ]]; then
   heading "configure ($out/: CUDA for $arch, presets $models)"
-  setup_args=(-Dcuda=enabled "-Dgpu_arch=$arch" -Dgpu_device_optimization=3 "-Dexample_models=$models"
+  setup_args=(-Dcuda=enabled "-Dgpu_arch=$arch" -Dgpu_check_only=false "-Dexample_models=$models"
     -Dbuildtype=release)
   if [[ -d $out/meson-private ]]; then
     meson setup --reconfigure "$out" "${setup_args[@]}" || die "configure failed"

@@ -27,16 +27,18 @@ heading "configure (build/)"
 # The example programs for the tiny preset only, the one their tests train, and for the CPU
 # alone: nothing here runs a GPU, and the gpu tests compile the model, its steps and decoding
 # for one (the programs' CUDA units were 9 % of this build; scripts/gpu.sh builds them). CUDA
-# code to PTX alone (-arch=compute_90): nvcc parses, instantiates and optimises every kernel,
-# and ptxas only checks the PTX instead of assembling it for a chip that is not here (half the
-# gpu fused-attention test's build; scripts/gpu.sh and gpu-bundle.sh build for the GPU's sm_XX). No Google Benchmark programs: they test nothing, and took 6 %
-# of this build (bench/'s commands in docs/benchmarks.md build them where they run). A fresh
-# build/; an existing one keeps its options.
+# code compiled to be checked, not run (docs/testing.md): PTX alone (-arch=compute_90), which
+# ptxas checks but does not assemble for a chip that is not here, and with gpu_check_only the
+# kernels at nvcc's device -O1 and the gpu tests' host code at -O0; nvcc still parses,
+# instantiates and emits every kernel (scripts/gpu.sh and gpu-bundle.sh build for the GPU's
+# sm_XX at -O3). No Google Benchmark programs: they test nothing, and took 6 % of this build
+# (bench/'s commands in docs/benchmarks.md build them where they run). A fresh build/; an
+# existing one keeps its options.
 if [[ -d build/meson-private ]]; then
   setup build
 else
   setup build -Dexample_models=tiny -Dexample_cuda=false -Dgpu_arch=compute_90 \
-    -Dgpu_device_optimization=1 -Dbenchmarks=disabled
+    -Dgpu_check_only=true -Dbenchmarks=disabled
 fi
 # The unit tests of core, expr, cpu, grad and the loss (unit) and of text, data, batching,
 # checkpoints and communicators (unit-train, whose checkpoint loader is fuzzed), the suite
