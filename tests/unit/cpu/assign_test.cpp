@@ -3,6 +3,9 @@
 // into fresh memory.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "../reference.hpp"
@@ -92,5 +95,60 @@ TEST_CASE("a product with a bias and a ReLU (a linear layer's epilogue), apart f
       else into_a = over;
       CHECK(relative_error(a_copy.data(), ref) < 1e-12);
     }
+  }
+}
+
+TEST_CASE_TEMPLATE("in 16 bits a linear layer's epilogue adds the bias to the float product and rounds once",
+                   T, attn::bfloat16, attn::float16) {
+  for (const auto& [rows, cols] : {std::pair<attn::index_t, attn::index_t>{7, 7}, {300, 257}}) {
+    CAPTURE(rows);
+    attn::tensor<T, attn::shape<m, k>> a(rows, 7);
+    attn::tensor<T, attn::shape<k, n>> b(7, cols);
+    attn::tensor<T, attn::shape<n>> bias(cols);
+    fill_random(a);
+    fill_random(b);
+    fill_random(bias);
+    attn::tensor<float, attn::shape<m, n>> product(rows, cols);  // the same GEMM on the widened operands
+    product = attn::contract<k>(attn::cast<float>(a), attn::cast<float>(b));
+    for (const bool relu : {false, true}) {
+      CAPTURE(relu);
+      attn::tensor<T, attn::shape<m, n>> out(rows, cols);
+      const auto biased = attn::contract<k>(a, b) + attn::broadcast(bias, out.extents());
+      if (relu) out = attn::relu(biased);
+      else out = biased;
+      int differing = 0;
+      for (attn::index_t i = 0; i < rows; ++i)
+        for (attn::index_t j = 0; j < cols; ++j) {
+          const float sum = product(i, j) + static_cast<float>(bias(j));
+          const T want = static_cast<T>(relu ? std::max(sum, 0.0f) : sum);
+          differing += static_cast<float>(out(i, j)) != static_cast<float>(want);
+        }
+      CHECK(differing == 0);
+      if (rows != cols) continue;
+      // Over a's memory Eigen's general road evaluates it: the same bits.
+      auto a_copy = a;
+      attn::tensor_view<T, attn::shape<m, n>> into_a(a_copy.data(), attn::extents<attn::shape<m, n>>(rows, cols));
+      const auto over = attn::contract<k>(a_copy, b) + attn::broadcast(bias, into_a.extents());
+      if (relu) into_a = attn::relu(over);
+      else into_a = over;
+      for (attn::index_t i = 0; i < rows * cols; ++i)
+        CHECK(static_cast<float>(a_copy.data()[i]) == static_cast<float>(out.data()[i]));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("a linear layer's ReLU keeps a NaN, as max(x, 0) does", T, float, attn::bfloat16) {
+  attn::tensor<T, attn::shape<m, k>> a(4, 3);
+  attn::tensor<T, attn::shape<k, n>> b(3, 5);
+  attn::tensor<T, attn::shape<n>> bias(5);
+  fill_random(a);
+  fill_random(b);
+  fill_random(bias);
+  bias(2) = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
+  attn::tensor<T, attn::shape<m, n>> out(4, 5);
+  out = attn::relu(attn::contract<k>(a, b) + attn::broadcast(bias, out.extents()));
+  for (attn::index_t i = 0; i < 4; ++i) {
+    CHECK(std::isnan(static_cast<float>(out(i, 2))));
+    CHECK(static_cast<float>(out(i, 1)) >= 0.0f);
   }
 }
