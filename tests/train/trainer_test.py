@@ -83,9 +83,10 @@ def model_tensors(path):
     return {name: floats(t) for name, t in tensors.items() if name.startswith("model.")}
 
 
-def learn(out, *extra, seed=1, corpus_seed=7, aligned=True, threads=2, steps=400):
+def learn(out, *extra, seed=1, corpus_seed=7, aligned=True, threads=1, steps=400):
     """The learning test's run (tests/learning_spread.py repeats it over seeds, threads and BLAS
-    kernels): LEARNING_MODEL for `steps` steps, validated every 200; returns the process."""
+    kernels): LEARNING_MODEL for `steps` steps, validated every 200; returns the process. One
+    thread: a second saves this small model almost nothing, and the tests beside it use the core."""
     return run(corpus(corpus_seed, aligned) + LEARNING_MODEL +
                ["--batch-tokens", 600, "--threads", threads, "--seed", seed, "--out", out, "--max-steps", steps,
                 "--valid-every", 200, "--save-every", 200, "--log-every", 100, "--dropout", 0] + list(extra))

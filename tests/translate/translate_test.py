@@ -47,7 +47,7 @@ def toy(name):
     return WORK / "toy" / name
 
 
-def train_model(work, seed=1, corpus_seed=7, aligned=True, threads=2, steps=1000):
+def train_model(work, seed=1, corpus_seed=7, aligned=True, threads=1, steps=1000):
     """A one-layer tiny model trained for 1 000 steps on toy text (2 000 pairs drawn with
     corpus_seed; aligned=False: each target belongs to another source) in work/model, and 100
     held-out pairs in work/toy/valid.*, on which attn-train validates at step 1 000. With 128 subwords every toy word is one subword, and the
