@@ -76,7 +76,7 @@ heading "configure (build-asan/: AddressSanitizer + UBSan)"
 # virtual interface (train/communicator.hpp) hardly makes; the rest (overflow, shifts,
 # alignment, bounds, ...) stays.
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=0 -Ddebug=false \
-  -Dcpp_args=-g1,-fno-sanitize=null,-fno-sanitize=pointer-overflow,-fno-sanitize=vptr \
+  '-Dcpp_args=-g1 -fno-sanitize=null,pointer-overflow,vptr' \
   -Dbenchmarks=disabled -Dcuda=disabled
 # The suite sanitized: unit, unit-train and the emulated GPU kernels (unit-emulated: AddressSanitizer
 # is their compute-sanitizer). The whole-model tests (unit-model) ran above and are left out
