@@ -62,16 +62,44 @@ TEST_CASE("a reduction written over its operand's first row") {
   CHECK(relative_error(x.data(), ref) < 1e-14);
 }
 
+namespace {
+/// A linear layer's operands, random: x [rows, 7], W [7, cols] and the bias [cols].
+template <class T>
+struct linear_layer {
+  attn::tensor<T, attn::shape<m, k>> a;
+  attn::tensor<T, attn::shape<k, n>> b;
+  attn::tensor<T, attn::shape<n>> bias;
+  linear_layer(attn::index_t rows, attn::index_t cols) : a(rows, 7), b(7, cols), bias(cols) {
+    fill_random(a);
+    fill_random(b);
+    fill_random(bias);
+  }
+  /// out = x·W + b (then the ReLU), the pattern the CPU executor takes its fast road for.
+  void into(attn::tensor<T, attn::shape<m, n>>& out, bool relu) const {
+    const auto biased = attn::contract<k>(a, b) + attn::broadcast(bias, out.extents());
+    if (relu) out = attn::relu(biased);
+    else out = biased;
+  }
+  /// The same written over a copy of x's memory (rows = cols): the fast road must not be taken,
+  /// and Eigen's general road evaluates it.
+  attn::tensor<T, attn::shape<m, k>> over_a(bool relu) const {
+    auto a_copy = a;
+    const attn::extents<attn::shape<m, n>> sizes(a.extents()[0], b.extents()[1]);
+    attn::tensor_view<T, attn::shape<m, n>> into_a(a_copy.data(), sizes);
+    const auto over = attn::contract<k>(a_copy, b) + attn::broadcast(bias, into_a.extents());
+    if (relu) into_a = attn::relu(over);
+    else into_a = over;
+    return a_copy;
+  }
+};
+}  // namespace
+
 TEST_CASE("a product with a bias and a ReLU (a linear layer's epilogue), apart from and over its operands") {
   // 7 × 7 in one piece; 300 × 257 in a piece a thread (the bias rows' loop splits above 2¹⁵).
   for (const auto& [rows, cols] : {std::pair<attn::index_t, attn::index_t>{7, 7}, {300, 257}}) {
     CAPTURE(rows);
-    attn::tensor<double, attn::shape<m, k>> a(rows, 7);
-    attn::tensor<double, attn::shape<k, n>> b(7, cols);
-    attn::tensor<double, attn::shape<n>> bias(cols);
-    fill_random(a);
-    fill_random(b);
-    fill_random(bias);
+    const linear_layer<double> layer(rows, cols);
+    const auto& [a, b, bias] = layer;
     for (const bool relu : {false, true}) {
       CAPTURE(relu);
       const auto ref = reference(attn::extents<attn::shape<m, n>>(rows, cols), [&](const auto& i) {
@@ -82,18 +110,10 @@ TEST_CASE("a product with a bias and a ReLU (a linear layer's epilogue), apart f
       static_assert(attn::detail::affine_epilogue<decltype(attn::relu(
                         attn::contract<k>(a, b) + attn::broadcast(bias, attn::extents<attn::shape<m, n>>(7, 7))))>::matches);
       attn::tensor<double, attn::shape<m, n>> out(rows, cols);
-      const auto biased = attn::contract<k>(a, b) + attn::broadcast(bias, out.extents());
-      if (relu) out = attn::relu(biased);
-      else out = biased;
+      layer.into(out, relu);
       CHECK(relative_error(out.data(), ref) < 1e-12);
       if (rows != cols) continue;
-      // Written over a's memory: the pattern's fast road must not be taken.
-      auto a_copy = a;
-      attn::tensor_view<double, attn::shape<m, n>> into_a(a_copy.data(), attn::extents<attn::shape<m, n>>(rows, cols));
-      const auto over = attn::contract<k>(a_copy, b) + attn::broadcast(bias, into_a.extents());
-      if (relu) into_a = attn::relu(over);
-      else into_a = over;
-      CHECK(relative_error(a_copy.data(), ref) < 1e-12);
+      CHECK(relative_error(layer.over_a(relu).data(), ref) < 1e-12);
     }
   }
 }
@@ -102,51 +122,35 @@ TEST_CASE_TEMPLATE("in 16 bits a linear layer's epilogue adds the bias to the fl
                    T, attn::bfloat16, attn::float16) {
   for (const auto& [rows, cols] : {std::pair<attn::index_t, attn::index_t>{7, 7}, {300, 257}}) {
     CAPTURE(rows);
-    attn::tensor<T, attn::shape<m, k>> a(rows, 7);
-    attn::tensor<T, attn::shape<k, n>> b(7, cols);
-    attn::tensor<T, attn::shape<n>> bias(cols);
-    fill_random(a);
-    fill_random(b);
-    fill_random(bias);
+    const linear_layer<T> layer(rows, cols);
     attn::tensor<float, attn::shape<m, n>> product(rows, cols);  // the same GEMM on the widened operands
-    product = attn::contract<k>(attn::cast<float>(a), attn::cast<float>(b));
+    product = attn::contract<k>(attn::cast<float>(layer.a), attn::cast<float>(layer.b));
     for (const bool relu : {false, true}) {
       CAPTURE(relu);
       attn::tensor<T, attn::shape<m, n>> out(rows, cols);
-      const auto biased = attn::contract<k>(a, b) + attn::broadcast(bias, out.extents());
-      if (relu) out = attn::relu(biased);
-      else out = biased;
+      layer.into(out, relu);
       int differing = 0;
       for (attn::index_t i = 0; i < rows; ++i)
         for (attn::index_t j = 0; j < cols; ++j) {
-          const float sum = product(i, j) + static_cast<float>(bias(j));
+          const float sum = product(i, j) + static_cast<float>(layer.bias(j));
           const T want = static_cast<T>(relu ? std::max(sum, 0.0f) : sum);
           differing += static_cast<float>(out(i, j)) != static_cast<float>(want);
         }
       CHECK(differing == 0);
       if (rows != cols) continue;
-      // Over a's memory Eigen's general road evaluates it: the same bits.
-      auto a_copy = a;
-      attn::tensor_view<T, attn::shape<m, n>> into_a(a_copy.data(), attn::extents<attn::shape<m, n>>(rows, cols));
-      const auto over = attn::contract<k>(a_copy, b) + attn::broadcast(bias, into_a.extents());
-      if (relu) into_a = attn::relu(over);
-      else into_a = over;
+      // Eigen's general road: the same bits.
+      const auto general = layer.over_a(relu);
       for (attn::index_t i = 0; i < rows * cols; ++i)
-        CHECK(static_cast<float>(a_copy.data()[i]) == static_cast<float>(out.data()[i]));
+        CHECK(static_cast<float>(general.data()[i]) == static_cast<float>(out.data()[i]));
     }
   }
 }
 
 TEST_CASE_TEMPLATE("a linear layer's ReLU keeps a NaN, as max(x, 0) does", T, float, attn::bfloat16) {
-  attn::tensor<T, attn::shape<m, k>> a(4, 3);
-  attn::tensor<T, attn::shape<k, n>> b(3, 5);
-  attn::tensor<T, attn::shape<n>> bias(5);
-  fill_random(a);
-  fill_random(b);
-  fill_random(bias);
-  bias(2) = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
+  linear_layer<T> layer(4, 5);
+  layer.bias(2) = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
   attn::tensor<T, attn::shape<m, n>> out(4, 5);
-  out = attn::relu(attn::contract<k>(a, b) + attn::broadcast(bias, out.extents()));
+  layer.into(out, true);
   for (attn::index_t i = 0; i < 4; ++i) {
     CHECK(std::isnan(static_cast<float>(out(i, 2))));
     CHECK(static_cast<float>(out(i, 1)) >= 0.0f);
