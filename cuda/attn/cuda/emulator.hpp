@@ -676,6 +676,13 @@ void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* row) {
   std::memcpy(r, got.r, sizeof got.r);
 }
 
+/// ex2.approx.ftz.f32: 2^x, a subnormal result flushed to zero. The GPU's is within 2 ulp
+/// (tests/gpu/fast_exp2_test.cu), the host's exp2 within 1.
+inline float ex2_approx_ftz(float x) {
+  const float power = std::exp2(x);
+  return std::fpclassify(power) == FP_SUBNORMAL ? 0.f : power;
+}
+
 /// cvt.rn.{bf16x2,f16x2}.f32 d, a, b: a rounded into the upper half of d, b into the lower.
 template <class T>
 std::uint32_t cvt_pack(float a, float b) {

@@ -1,19 +1,24 @@
 // The CPU emulator of the CUDA execution model (attn/cuda/emulator.hpp): the built-in variables,
 // __syncthreads and shared memory, shuffles, the mistakes it reports instead of hanging, dynamic
 // shared memory's rule, async copies (async_copy.cuh) landing when waited for (and early, when
-// asked), and mma.cuh's tensor-core helpers (whose PTX it replaces by twins written from the PTX
+// asked), fast_exp2's twin of ex2.approx.ftz, and mma.cuh's tensor-core helpers (whose PTX it replaces by twins written from the PTX
 // ISA's fragment layouts) against plain products.
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
 
 #include <attn/cuda/async_copy.cuh>
+#include <attn/cuda/fast_exp2.cuh>
 #include <attn/cuda/mma.cuh>
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
+
+#include "../../gpu/fast_exp2_cases.hpp"
 
 namespace {
 
@@ -354,4 +359,15 @@ TEST_CASE("emulator: dynamic shared memory above 48 KiB only when the kernel all
 TEST_CASE("mma.cuh on the emulator: fragments, ldmatrix's transpose and to_a against plain products") {
   SUBCASE("bfloat16") { check_products<attn::bfloat16>(); }
   SUBCASE("float16") { check_products<attn::float16>(); }
+}
+
+TEST_CASE("emulator: fast_exp2 gives 2^x within 2 ulp, 0 below the normal range, as the GPU's test asks") {
+  int wrong = 0;
+  for (const float x : fast_exp2_cases::inputs()) {
+    const std::string mistake = fast_exp2_cases::mistake(x, attn::cuda_backend::fast_exp2(x));
+    if (!mistake.empty() && wrong++ < 5) FAIL_CHECK(mistake);
+  }
+  CHECK(wrong == 0);
+  CHECK(attn::cuda_backend::fast_exp2(-127.f) == 0.f);  // 2^-127, subnormal: flushed
+  CHECK(attn::cuda_backend::fast_exp2(-126.f) == std::ldexp(1.f, -126));
 }
