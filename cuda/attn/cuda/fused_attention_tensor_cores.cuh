@@ -17,8 +17,11 @@
 // tiles outside a rule's spans (key_band's) are not walked.
 // P and dS are rounded to T before their products, as FlashAttention does: the outputs then
 // differ from the float kernels' by about T's rounding (docs/fused-attention.md).
+// Tiles that no mask (or dropout) touches take branch-free loops, and whole tiles are staged
+// without per-chunk checks: together half the instructions a tile (docs/benchmarks.md).
 // Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
-// 2026-11-26, in a second run): on by default (`enabled`).
+// 2026-11-26, in a second run): on by default (`enabled`). The unmasked loops, whole-tile
+// staging and fast_exp2 (2026-11-26, a seventh session) have run on the emulator only.
 #pragma once
 
 #include <attn/core.hpp>
@@ -29,6 +32,7 @@
 #include <type_traits>
 
 #include "async_copy.cuh"
+#include "fast_exp2.cuh"
 #include "fused_attention_masks.cuh"
 #include "mma.cuh"
 #include "shared_memory.cuh"
@@ -73,14 +77,44 @@ __device__ inline bool aligned16(const T* x) {
   return reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
 }
 
+/// threadIdx.x, read again where called: nvcc would otherwise keep what stage derives from it
+/// in registers from one tile to the next, and at D = 128 the forward had none to spare (ptxas
+/// spilled 376 bytes instead of 22).
+__device__ inline int fresh_thread_index() {
+#if defined(ATTN_CUDA_EMULATOR)
+  return int(threadIdx.x);
+#else
+  unsigned index;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(index));
+  return int(index);
+#endif
+}
+
 /// Copies rows [first, first + count) of the [·, d] matrix x into s[tile_rows][stride<D>] as raw
 /// 16-bit numbers, zeros past them (rows and columns): 16 bytes at a time when `vectors`, and
-/// those as async copies (async_copy.cuh) when `asynchronous`: the caller commits and waits.
+/// those as async copies (async_copy.cuh) when `asynchronous`: the caller commits and waits. A
+/// block's threads share the copies, a thread the same columns of every (threads / chunks)-th row.
 template <int D, bool asynchronous = false, class T>
 __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_t count, index_t d, bool vectors) {
-  constexpr int chunks = D / 8;
-  for (int e = int(threadIdx.x); e < tile_rows * chunks; e += int(blockDim.x)) {
-    const int r = e / chunks, c = e % chunks * 8;
+  constexpr int chunks = D / 8, threads = warps * 32, rows_apart = threads / chunks;
+  static_assert(threads % chunks == 0 && tile_rows % rows_apart == 0, "a thread's chunks: one column, whole rows");
+  const int thread = fresh_thread_index();
+  const int c = thread % chunks * 8, first_row = thread / chunks;
+  if (vectors && count == tile_rows && d == D) {
+    // A whole tile of rows D wide: the thread's copies at fixed offsets from one address (the
+    // general loop below spent some 45 instructions a copy on indices and checks: as many, at
+    // D = 64, as the forward's softmax and products together).
+    const T* from = x + (first + first_row) * D + c;
+    std::uint16_t* to = s + first_row * stride<D> + c;
+#pragma unroll 1
+    for (int r = 0; r < tile_rows; r += rows_apart, from += rows_apart * D, to += rows_apart * stride<D>) {
+      if constexpr (asynchronous) async_copy::copy_16_bytes(to, from);
+      else *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+    }
+    return;
+  }
+#pragma unroll 1
+  for (int r = first_row; r < tile_rows; r += rows_apart) {
     std::uint16_t* to = s + r * stride<D> + c;
     if (vectors && r < count && c + 8 <= d) {
       if constexpr (asynchronous) async_copy::copy_16_bytes(to, x + (first + r) * d + c);
@@ -115,6 +149,22 @@ ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, index_t 
 ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(const fused_attention_problem& p, index_t b, index_t h,
                                                           index_t i, index_t j) {
   return float(p.kept(b, h, i, j));
+}
+
+/// Score (b, h, i, j) before any bias, from `scaled` (scale · q·k): the modification's of it.
+template <class M>
+__device__ inline float score_of(const M& modification, index_t b, index_t h, index_t i, index_t j, float scaled) {
+  if constexpr (M::modifies) return modified_score(modification, b, h, i, j, scaled);
+  else return scaled;
+}
+
+/// The same times log2 e, so that exp2 gives e^score, from q·k: unmodified, q·k times
+/// scale · log2 e in one multiply.
+template <class M>
+__device__ inline float log2_score(const M& modification, index_t b, index_t h, index_t i, index_t j, float product,
+                                   float scale) {
+  if constexpr (M::modifies) return score_of(modification, b, h, i, j, product * scale) * log2_e;
+  else return product * (scale * log2_e);
 }
 
 /// The lane's maximum over the four lanes of its row group.
@@ -282,28 +332,40 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     float scores[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);
 
-    const bool whole = unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule);
+    // The scores times log2 e, -∞ where hidden: checked pair by pair only on tiles that a mask
+    // can touch. A check or a branch a score, on tiles none can, had cost the forward as many
+    // instructions as its products (sm_90 SASS; docs/fused-attention.md).
+    if (unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule)) {
+#pragma unroll
+      for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          scores[n][e] = log2_score(modification, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, scores[n][e], scale);
+    } else {
+#pragma unroll
+      for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
+          float s = -INFINITY;
+          if (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)) {
+            s = log2_score(modification, b, h, i, j, scores[n][e], scale);
+            if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * log2_e;
+          }
+          scores[n][e] = s;
+        }
+    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const index_t i = rows[e / 2], j = key + n * 8 + 2 * t + e % 2;
-        float s = -INFINITY;
-        if (whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule))) {
-          s = scores[n][e] * scale;
-          if constexpr (M::modifies) s = modified_score(modification, b, h, i, j, s);
-          if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
-        }
-        scores[n][e] = s * log2_e;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], scores[n][e]);
-      }
+      for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], scores[n][e]);
     float reference[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float new_max = fmaxf(running_max[r], group_max(tile_max[r]));
       reference[r] = new_max == -INFINITY ? 0.f : new_max;  // rows with nothing seen yet stay 0
-      const float rescale = exp2f(running_max[r] - reference[r]);
+      const float rescale = fast_exp2(running_max[r] - reference[r]);
       running_max[r] = new_max;
       running_sum[r] *= rescale;
 #pragma unroll
@@ -313,12 +375,17 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float weight = exp2f(scores[n][e] - reference[e / 2]);
-        running_sum[e / 2] += weight;
-        // After the sum: dropout acts on softmax's output, whose normaliser counts every weight.
-        if (p.dropout > 0) weight *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);
-        scores[n][e] = weight;
+        scores[n][e] = fast_exp2(scores[n][e] - reference[e / 2]);
+        running_sum[e / 2] += scores[n][e];
       }
+    // After the sums: dropout acts on softmax's output, whose normaliser counts every weight.
+    if (p.dropout > 0) {
+#pragma unroll
+      for (int n = 0; n < tile_rows / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          scores[n][e] *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);
+    }
 
     multiply_add_tile<T, D>(acc, scores, values);  // O += P·V
   }
@@ -334,28 +401,23 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   store_rows<T, D>(out, at.query_row, p.d_v, acc, rows, p.queries, inverse_sum);
 }
 
-/// The weight P (dropped out) and the score gradient dS of query i and key j, from their product
-/// q·k, dP = dO·v, the query's log-sum-exp and D = rowsum(dO ⊙ O): both 0 where the pair is
-/// hidden or the query sees nothing (`whole`: no mask can hide a pair of this tile). Under a
-/// modification dS is by the modified score's input, and its learned inputs' share is added at
-/// `input_gradients` (the dQ kernel's; null in dK and dV's).
+/// The weight P (dropped out) and the score gradient dS of a pair of query i and key j.
 struct pair_gradient {
   float weight = 0, d_score = 0;
 };
 
-template <class T, class Rule, class M>
-__device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
-                                            index_t j, index_t key_end, const T* bias, const Rule& rule,
-                                            const M& modification, bool whole, float product, float d_weight,
-                                            float lse, float dot, [[maybe_unused]] float* input_gradients) {
+/// P and dS of a pair that query i sees, from `scaled` (scale · q·k), its score s (modified, a
+/// bias added), the dropout factor, dP = dO·v, the query's log-sum-exp and D = rowsum(dO ⊙ O).
+/// Under a modification dS is by the modified score's input, and its learned inputs' share is
+/// added at `input_gradients` (the dQ kernel's; null in dK and dV's).
+template <class M>
+__device__ inline pair_gradient seen_pair_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
+                                                   float scaled, float s, float kept, float d_weight, float lse,
+                                                   float dot, [[maybe_unused]] float* input_gradients) {
   pair_gradient g;
-  if (lse == -INFINITY || !(whole || (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)))) return g;
-  const float scaled = product * float(p.scale);
-  float s = scaled;
-  if constexpr (M::modifies) s = modified_score(modification, b, h, i, j, scaled);
-  if (!whole && bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
-  const float probability = exp2f((s - lse) * log2_e);
-  const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
+  // A modification may hide pairs itself (a score of −∞), and with them every pair of a row.
+  if (M::modifies && lse == -INFINITY) return g;
+  const float probability = fast_exp2((s - lse) * log2_e);
   g.d_score = probability * (d_weight * kept - dot);
   g.weight = probability * kept;
   if constexpr (M::modifies) {
@@ -364,6 +426,32 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
     }
   }
   return g;
+}
+
+/// P and dS of query i and key j on a tile that a mask or dropout may touch: both 0 where the
+/// pair is hidden or the query sees nothing.
+template <class T, class Rule, class M>
+__device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
+                                            index_t j, index_t key_end, const T* bias, const Rule& rule,
+                                            const M& modification, float product, float d_weight, float lse,
+                                            float dot, float* input_gradients) {
+  if (lse == -INFINITY || i >= p.queries || !kernels::visible(p, b, i, j, key_end, bias, rule)) return {};
+  const float scaled = product * float(p.scale);
+  float s = score_of(modification, b, h, i, j, scaled);
+  if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
+  const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
+  return seen_pair_gradient(modification, b, h, i, j, scaled, s, kept, d_weight, lse, dot, input_gradients);
+}
+
+/// P and dS of query i and key j on a tile that neither a mask nor dropout touches: no checks,
+/// no branches (they had cost the backward kernels more instructions than their products).
+template <class M>
+__device__ inline pair_gradient unmasked_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
+                                                  float product, float scale, float d_weight, float lse, float dot,
+                                                  float* input_gradients) {
+  const float scaled = product * scale;
+  return seen_pair_gradient(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), 1.f,
+                            d_weight, lse, dot, input_gradients);
 }
 
 /// 16-bit elements a stage of backward_keys takes: a tile of queries and one of output
@@ -467,19 +555,28 @@ __global__ void __launch_bounds__(warps * 32)
         mma::multiply_add<T>(d_weights[n + 1], value_block, next_d_out_block);
       }
     }
-    // Pᵀ (dropped out) into scores, scale · dSᵀ into d_weights.
-    const bool whole = unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule);
+    // Pᵀ (dropped out) into scores, scale · dSᵀ into d_weights; pair by pair checks only on tiles
+    // that a mask or dropout can touch.
+    const auto each_pair = [&](auto gradient) {
 #pragma unroll
-    for (int n = 0; n < tile_rows / 8; ++n)
+      for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int column = n * 8 + 2 * t + e % 2;
-        const pair_gradient g =
-            gradient_of(p, b, h, query + column, rows[e / 2], key_end, bias, rule, modification, whole, scores[n][e],
-                        d_weights[n][e], lse_tile[column], dots_tile[column], nullptr);
-        scores[n][e] = g.weight;
-        d_weights[n][e] = scale * g.d_score;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int column = n * 8 + 2 * t + e % 2;
+          const pair_gradient g = gradient(query + column, rows[e / 2], scores[n][e], d_weights[n][e],
+                                           lse_tile[column], dots_tile[column]);
+          scores[n][e] = g.weight;
+          d_weights[n][e] = scale * g.d_score;
+        }
+    };
+    if (unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule) && !(p.dropout > 0))
+      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot) {
+        return unmasked_gradient(modification, b, h, i, j, product, scale, d_weight, lse, dot, nullptr);
+      });
+    else
+      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot) {
+        return gradient_of(p, b, h, i, j, key_end, bias, rule, modification, product, d_weight, lse, dot, nullptr);
+      });
     multiply_add_tile<T, D>(dv, scores, d_outs);    // dV += Pᵀ·dO
     multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
   }
@@ -550,16 +647,26 @@ __global__ void __launch_bounds__(warps * 32)
     float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);          // S = Q·Kᵀ
     multiply_add_by_rows<T, D>(d_weights, d_output, values);  // dP = dO·Vᵀ
-    const bool whole = unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule);
+    // scale · dS into scores; pair by pair checks only on tiles that a mask or dropout can touch.
+    const auto each_pair = [&](auto gradient) {
 #pragma unroll
-    for (int n = 0; n < tile_rows / 8; ++n)
+      for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const pair_gradient g =
-            gradient_of(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, key_end, bias, rule, modification, whole,
-                        scores[n][e], d_weights[n][e], lse[e / 2], dot[e / 2], slot[e / 2]);
-        scores[n][e] = scale * g.d_score;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const pair_gradient g =
+              gradient(rows[r], key + n * 8 + 2 * t + e % 2, scores[n][e], d_weights[n][e], lse[r], dot[r], slot[r]);
+          scores[n][e] = scale * g.d_score;
+        }
+    };
+    if (unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule) && !(p.dropout > 0))
+      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot, float* slot) {
+        return unmasked_gradient(modification, b, h, i, j, product, scale, d_weight, lse, dot, slot);
+      });
+    else
+      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot, float* slot) {
+        return gradient_of(p, b, h, i, j, key_end, bias, rule, modification, product, d_weight, lse, dot, slot);
+      });
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
   }
   const float unscaled[2] = {1, 1};
