@@ -7,21 +7,7 @@
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 tree=${1:-$here}
-tools=$here/build-bench/tools
-# cuobjdump disassembles through nvdisasm: both from the toolkit, or both from PyPI.
-export PATH=$PATH:/usr/local/cuda/bin
-if ! command -v cuobjdump > /dev/null || ! command -v nvdisasm > /dev/null; then
-  if [ ! -x "$tools/nvidia/cu13/bin/nvdisasm" ]; then
-    echo "fetching cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) into $tools" >&2
-    mkdir -p "$tools"
-    python3 -m pip download --quiet --no-deps nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm -d "$tools"
-    for wheel in "$tools"/nvidia_cuda_cuobjdump-*.whl "$tools"/nvidia_cuda_nvdisasm-*.whl; do
-      python3 -m zipfile -e "$wheel" "$tools"
-    done
-    chmod +x "$tools"/nvidia/cu13/bin/*
-  fi
-  export PATH=$tools/nvidia/cu13/bin:$PATH
-fi
+. "$here/bench/sass_tools.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 nvcc -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -O3 -I"$tree/cuda" -I"$tree/include" -isystem /usr/include/eigen3 \

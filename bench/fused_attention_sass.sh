@@ -1,0 +1,51 @@
+#!/bin/sh
+# What ptxas makes of the tensor-core fused attention kernels (bench/fused_attention_sass.cu):
+# for each kernel and head width, its registers, spilled bytes, sm_90 SASS instructions, and
+# those of its main loop (the longest loop with tensor-core products: a tile of keys, or of
+# queries, a step) with its products (HMMA), shared-memory fragment loads (LDSM), exp2s (MUFU)
+# and branches. Counted, not timed: a tile's masked paths are in the loop's count, though an
+# unmasked tile skips them. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
+#   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+tree=${1:-$here}
+. "$here/bench/sass_tools.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+nvcc -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -O3 -I"$tree/cuda" -I"$tree/include" -isystem /usr/include/eigen3 \
+  -Xptxas -v -cubin -o "$work/probe.cubin" "$here/bench/fused_attention_sass.cu" 2> "$work/ptxas.txt"
+cuobjdump -sass "$work/probe.cubin" > "$work/probe.sass"
+python3 - "$work/ptxas.txt" "$work/probe.sass" <<'PY'
+import collections, re, sys
+registers, spills, name = {}, {}, None
+for line in open(sys.argv[1]):
+    entry = re.search(r"(?:Compiling entry function|Function properties for) '?([^' ]+)", line)
+    if entry: name = entry.group(1).strip()
+    used = re.search(r'Used (\d+) registers', line)
+    if used: registers[name] = int(used.group(1))
+    spilled = re.search(r'(\d+) bytes spill stores', line)
+    if spilled: spills[name] = int(spilled.group(1))
+code, name = {}, None
+for line in open(sys.argv[2]):
+    function = re.match(r'\s+Function : (\S+)', line)
+    if function: name = function.group(1); code[name] = []; continue
+    op = re.match(r'\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)\s*([^;]*);', line)
+    if op and name and op.group(2) != 'NOP': code[name].append((int(op.group(1), 16), op.group(2).split('.')[0], op.group(3)))
+def label(mangled):
+    kernel = re.search(r'(forward|backward_keys|backward_queries)ILi(\d+)', mangled)
+    return kernel.group(1), int(kernel.group(2))
+print(f"{'kernel':17s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s}")
+for mangled in sorted(code, key=label):
+    ops = code[mangled]
+    loops = []
+    for address, op, operands in ops:
+        target = re.search(r'0x([0-9a-f]+)', operands) if op == 'BRA' else None
+        if target and int(target.group(1), 16) < address:
+            body = [o for o in ops if int(target.group(1), 16) <= o[0] <= address]
+            if any(o[1] == 'HMMA' for o in body): loops.append(body)
+    body = max(loops, key=len)
+    count = collections.Counter(o[1] for o in body)
+    kernel, d = label(mangled)
+    print(f"{kernel:17s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
+          f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d}")
+PY
