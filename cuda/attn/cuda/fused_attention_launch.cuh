@@ -56,7 +56,8 @@ struct fused_attention_launch {
           constexpr int bytes = tensor_cores::key_value_tiles_bytes<D>;
           const auto kernel = tensor_cores::forward<D, T, Rule, M>;
           Runtime::allow_shared_memory(kernel, bytes);
-          const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(p.batch));
+          const dim3 grid(blocks(p.queries, tensor_cores::forward_block_rows<D, M>), unsigned(p.heads),
+                          unsigned(p.batch));
           Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, out, log_sum_exp,
                           rule, modification);
           return;
