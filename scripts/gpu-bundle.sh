@@ -21,6 +21,8 @@ file=${2:-build-bundle/gpu.tar.xz}
 [[ -x $build/tests/gpu/gpu_device_query ]] \
   || { echo "gpu-bundle: $build has no CUDA build of the gpu tests (ninja -C $build)" >&2; exit 1; }
 programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu)
+# attention_gpu_one_row_block (the forward's former layout, on demand too) comes along where built.
+[[ -f $build/bench/attention_gpu_one_row_block ]] && programs+=("$build"/bench/attention_gpu_one_row_block)
 [[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
 # Meson 1.0 (Debian 12's) gives nvcc no dependency file to write: a CUDA object is not rebuilt
 # when only a header it includes changed. Refuse objects older than the newest header, and
