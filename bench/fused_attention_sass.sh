@@ -10,11 +10,7 @@ set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 tree=${1:-$here}
 . "$here/bench/sass_tools.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-nvcc -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -O3 -I"$tree/cuda" -I"$tree/include" -isystem /usr/include/eigen3 \
-  -Xptxas -v -cubin -o "$work/probe.cubin" "$here/bench/fused_attention_sass.cu" 2> "$work/ptxas.txt"
-cuobjdump -sass "$work/probe.cubin" > "$work/probe.sass"
+sass_of fused_attention_sass.cu
 python3 - "$work/ptxas.txt" "$work/probe.sass" <<'PY'
 import collections, re, sys
 registers, spills, name = {}, {}, None

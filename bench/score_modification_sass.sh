@@ -8,11 +8,7 @@ set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 tree=${1:-$here}
 . "$here/bench/sass_tools.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-nvcc -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -O3 -I"$tree/cuda" -I"$tree/include" -isystem /usr/include/eigen3 \
-  -cubin -o "$work/probe.cubin" "$here/bench/score_modification_sass.cu"
-cuobjdump -sass "$work/probe.cubin" > "$work/probe.sass"
+sass_of score_modification_sass.cu
 python3 - "$work/probe.sass" <<'PY'
 import re, subprocess, sys
 counts, name = {}, None
