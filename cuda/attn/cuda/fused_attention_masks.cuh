@@ -72,13 +72,45 @@ __device__ inline index_span queries_seeing(const fused_attention_problem& p, in
   return {begin - begin % tile, end_allowed < p.queries ? end_allowed : p.queries};
 }
 
-/// Whether query i (an index; its position is first_query + i) sees key j; the bias too.
+/// Whether the rule and the bias let query i (an index; its position is first_query + i) see
+/// key j: the masks that vary pair by pair.
+template <class T, class Rule>
+__device__ inline bool rule_and_bias_allow(const fused_attention_problem& p, index_t b, index_t i, index_t j,
+                                           const T* bias, const Rule& rule) {
+  return rule(p.first_query + i, j) &&
+         (!bias || accumulate_t<T>(bias[(b * p.queries + i) * p.keys + j]) > accumulate_t<T>(hidden_bias));
+}
+
+/// Whether query i sees key j: padding, the causal rule, the rule and the bias.
 template <class T, class Rule>
 __device__ inline bool visible(const fused_attention_problem& p, index_t b, index_t i, index_t j, index_t key_end,
                                const T* bias, const Rule& rule) {
-  const index_t position = p.first_query + i;
-  return j < key_end && (!p.causal || j <= position) && rule(position, j) &&
-         (!bias || accumulate_t<T>(bias[(b * p.queries + i) * p.keys + j]) > accumulate_t<T>(hidden_bias));
+  return j < key_end && (!p.causal || j <= p.first_query + i) && rule_and_bias_allow(p, b, i, j, bias, rule);
+}
+
+/// Columns [begin, end) of a tile: the pairs of a row that its row's masks leave.
+struct column_span {
+  int begin, end;
+};
+
+/// The queries from `query` on, as columns of a tile of `tile`, that may see key j before the
+/// causal rule or the queries' end stops them (none where j is past padding's end): the masks
+/// that end a column of Sᵀ, for the kernels that take keys as rows.
+__device__ inline column_span queries_seeing_key(const fused_attention_problem& p, index_t j, index_t query,
+                                                 index_t key_end, int tile) {
+  if (j >= key_end) return {0, 0};
+  const auto column = [&](index_t i) { return i <= query ? 0 : i - query < tile ? int(i - query) : tile; };
+  return {p.causal ? column(j - p.first_query) : 0, column(p.queries)};
+}
+
+/// How many of the keys from `key` on query i may see before padding's end or the causal
+/// diagonal stops it (none where i is past the queries), at most `tile`: the masks that end a
+/// row, as a count a tile's per-pair checks compare a column with.
+__device__ inline int keys_before_row_end(const fused_attention_problem& p, index_t i, index_t key, index_t key_end,
+                                          int tile) {
+  if (i >= p.queries) return 0;
+  const index_t end = p.causal && p.first_query + i + 1 < key_end ? p.first_query + i + 1 : key_end;
+  return end <= key ? 0 : end - key < tile ? int(end - key) : tile;
 }
 
 /// Offsets of head h's rows and of the key/value head it reads.

@@ -80,7 +80,7 @@ __device__ inline bool aligned16(const T* x) {
 
 /// threadIdx.x, read again where called: nvcc would otherwise keep what stage derives from it
 /// in registers from one tile to the next, and at D = 128 the forward had none to spare (ptxas
-/// spilled 376 bytes instead of 22).
+/// spilled 376 bytes with threadIdx.x, 20 with this, when it was written).
 __device__ inline int fresh_thread_index() {
 #if defined(ATTN_CUDA_EMULATOR)
   return int(threadIdx.x);
@@ -94,7 +94,8 @@ __device__ inline int fresh_thread_index() {
 /// Copies rows [first, first + count) of the [·, d] matrix x into s[tile_rows][stride<D>] as raw
 /// 16-bit numbers, zeros past them (rows and columns): 16 bytes at a time when `vectors`, and
 /// those as async copies (async_copy.cuh) when `asynchronous`: the caller commits and waits. A
-/// block's threads share the copies, a thread the same columns of every (threads / chunks)-th row.
+/// block's threads share the copies, a thread the same columns of every (threads / chunks)-th
+/// row; every launch of these kernels has `warps` warps, which the division assumes.
 template <int D, bool asynchronous = false, class T>
 __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_t count, index_t d, bool vectors) {
   constexpr int chunks = D / 8, threads = warps * 32, rows_apart = threads / chunks;
@@ -298,19 +299,20 @@ struct key_value_tiles {
 template <int D>
 inline constexpr int key_value_tiles_bytes = 4 * tile_rows * stride<D> * 2;
 
-/// Blocks of 16 queries a warp of the forward takes: two where D is up to 64 and there is no
-/// modification, so that each key and value fragment loaded from shared memory feeds two
-/// products, and a tile's staging and bookkeeping serve twice the products (FlashAttention-2's
-/// 128-query blocks at 4 warps); one at D = 128, whose accumulators leave no registers for a
-/// second, and under a modification, whose out-of-line call a score would have to keep both
-/// blocks' registers across it. -DATTN_FUSED_FORWARD_ONE_ROW_BLOCK builds one everywhere, to
-/// compare.
+/// Blocks of 16 queries a warp of the forward takes: two at D = 64 without a modification, so
+/// that each key and value fragment loaded from shared memory feeds two products, and a tile's
+/// staging and bookkeeping serve twice the products (FlashAttention-2's 128-query blocks at 4
+/// warps); one at D = 128, whose accumulators leave no registers for a second; under a
+/// modification, whose out-of-line call a score would keep both blocks' registers live across
+/// it; and at D = 32, which fits four blocks of one a multiprocessor (117 registers) and two of
+/// two (188): a trade no GPU has timed yet. -DATTN_FUSED_FORWARD_ONE_ROW_BLOCK builds one
+/// everywhere, to compare.
 template <int D, class M>
 inline constexpr int forward_row_blocks =
 #if defined(ATTN_FUSED_FORWARD_ONE_ROW_BLOCK)
     1;
 #else
-    D <= 64 && !M::modifies ? 2 : 1;
+    D == 64 && !M::modifies ? 2 : 1;
 #endif
 
 /// Queries a block of the forward takes.
@@ -422,13 +424,18 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor<D,
             scores[r][n][e] =
                 log2_score(modification, b, h, rows[r][e / 2], key + n * 8 + 2 * t + e % 2, scores[r][n][e], scale);
       } else {
+        // Padding and the causal rule end a row: a column compared with the row's count; a rule
+        // and a bias asked pair by pair.
+        const int seen[2] = {kernels::keys_before_row_end(p, rows[r][0], key, key_end, tile_rows),
+                             kernels::keys_before_row_end(p, rows[r][1], key, key_end, tile_rows)};
 #pragma unroll
         for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const index_t i = rows[r][e / 2], j = key + n * 8 + 2 * t + e % 2;
+            const int column = n * 8 + 2 * t + e % 2;
+            const index_t i = rows[r][e / 2], j = key + column;
             float s = -INFINITY;
-            if (i < p.queries && kernels::visible(p, b, i, j, key_end, bias, rule)) {
+            if (column < seen[e / 2] && kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) {
               s = log2_score(modification, b, h, i, j, scores[r][n][e], scale);
               if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * log2_e;
             }
@@ -468,17 +475,21 @@ struct pair_gradient {
   float weight = 0, d_score = 0;
 };
 
+/// A query's log-sum-exp as the unmasked tiles take it: −∞ (a row that saw nothing: every score
+/// −∞, a modification's or a product past float's range) as +∞, so that each of its
+/// probabilities, exp(s − lse), is 0 without a check a pair.
+__device__ inline float unseen_as_infinite(float lse) { return lse == -INFINITY ? INFINITY : lse; }
+
 /// P and dS of a pair that query i sees, from `scaled` (scale · q·k), its score s (modified, a
-/// bias added), the dropout factor, dP = dO·v, the query's log-sum-exp and D = rowsum(dO ⊙ O).
-/// Under a modification dS is by the modified score's input, and its learned inputs' share is
-/// added at `input_gradients` (the dQ kernel's; null in dK and dV's).
+/// bias added), the dropout factor, dP = dO·v, the query's log-sum-exp (+∞ where it saw
+/// nothing: unseen_as_infinite) and D = rowsum(dO ⊙ O). Under a modification dS is by the
+/// modified score's input, and its learned inputs' share is added at `input_gradients` (the dQ
+/// kernel's; null in dK and dV's).
 template <class M>
 __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
                                                    float scaled, float s, float kept, float d_weight, float lse,
                                                    float dot, [[maybe_unused]] float* input_gradients) {
   pair_gradient g;
-  // A modification may hide pairs itself (a score of −∞), and with them every pair of a row.
-  if (M::modifies && lse == -INFINITY) return g;
   const float probability = fast_exp2((s - lse) * log2_e);
   g.d_score = probability * (d_weight * kept - dot);
   g.weight = probability * kept;
@@ -491,13 +502,14 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
 }
 
 /// P and dS of query i and key j on a tile that a mask or dropout may touch: both 0 where the
-/// pair is hidden or the query sees nothing.
+/// pair is hidden (`in_row`: padding and the causal rule leave it, as the caller counted) or the
+/// query sees nothing.
 template <class T, class Rule, class M>
 __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
-                                            index_t j, index_t key_end, const T* bias, const Rule& rule,
+                                            index_t j, bool in_row, const T* bias, const Rule& rule,
                                             const M& modification, float product, float d_weight, float lse,
                                             float dot, float* input_gradients) {
-  if (lse == -INFINITY || i >= p.queries || !kernels::visible(p, b, i, j, key_end, bias, rule)) return {};
+  if (lse == -INFINITY || !in_row || !kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) return {};
   const float scaled = product * float(p.scale);
   float s = score_of(modification, b, h, i, j, scaled);
   if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
@@ -625,20 +637,27 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int column = n * 8 + 2 * t + e % 2;
-          const pair_gradient g = gradient(query + column, rows[e / 2], scores[n][e], d_weights[n][e],
-                                           lse_tile[column], dots_tile[column]);
+          const pair_gradient g = gradient(column, e / 2, scores[n][e], d_weights[n][e], lse_tile[column],
+                                           dots_tile[column]);
           scores[n][e] = g.weight;
           d_weights[n][e] = scale * g.d_score;
         }
     };
-    if (unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule) && !(p.dropout > 0))
-      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot) {
-        return unmasked_gradient(modification, b, h, i, j, product, scale, d_weight, lse, dot, nullptr);
+    if (unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule) && !(p.dropout > 0)) {
+      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+        return unmasked_gradient(modification, b, h, query + column, rows[r], product, scale, d_weight,
+                                 unseen_as_infinite(lse), dot, nullptr);
       });
-    else
-      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot) {
-        return gradient_of(p, b, h, i, j, key_end, bias, rule, modification, product, d_weight, lse, dot, nullptr);
+    } else {
+      // The queries that padding and the causal rule let see each of the lane's keys.
+      const kernels::column_span seeing[2] = {kernels::queries_seeing_key(p, rows[0], query, key_end, tile_rows),
+                                              kernels::queries_seeing_key(p, rows[1], query, key_end, tile_rows)};
+      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+        const bool in_row = column >= seeing[r].begin && column < seeing[r].end;
+        return gradient_of(p, b, h, query + column, rows[r], in_row, bias, rule, modification, product, d_weight, lse,
+                           dot, nullptr);
       });
+    }
     multiply_add_tile<T, D>(&dv, &scores, d_outs);      // dV += Pᵀ·dO
     multiply_add_tile<T, D>(&dk, &d_weights, queries);  // dK += dSᵀ·Q
   }
@@ -716,19 +735,25 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e / 2;
-          const pair_gradient g =
-              gradient(rows[r], key + n * 8 + 2 * t + e % 2, scores[n][e], d_weights[n][e], lse[r], dot[r], slot[r]);
+          const pair_gradient g = gradient(n * 8 + 2 * t + e % 2, r, scores[n][e], d_weights[n][e], lse[r], dot[r]);
           scores[n][e] = scale * g.d_score;
         }
     };
-    if (unmasked(p, first, first + block_rows - 1, key, key_end, bias, rule) && !(p.dropout > 0))
-      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot, float* slot) {
-        return unmasked_gradient(modification, b, h, i, j, product, scale, d_weight, lse, dot, slot);
+    const index_t warp_first = first + warp * 16;
+    if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule) && !(p.dropout > 0)) {
+      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+        return unmasked_gradient(modification, b, h, rows[r], key + column, product, scale, d_weight,
+                                 unseen_as_infinite(lse), dot, slot[r]);
       });
-    else
-      each_pair([&](index_t i, index_t j, float product, float d_weight, float lse, float dot, float* slot) {
-        return gradient_of(p, b, h, i, j, key_end, bias, rule, modification, product, d_weight, lse, dot, slot);
+    } else {
+      // The keys that padding and the causal rule let each of the lane's queries see.
+      const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
+                           kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
+      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+        return gradient_of(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification, product,
+                           d_weight, lse, dot, slot[r]);
       });
+    }
     multiply_add_tile<T, D>(&dq, &scores, keys);  // dQ += scale · dS·K
   }
   const float unscaled[2] = {1, 1};

@@ -172,3 +172,43 @@ TEST_CASE("fused attention's GPU kernels on the emulator: a modified call with n
     CHECK(got.d_k == want.d_k);
   }
 }
+
+TEST_CASE("fused attention's GPU kernels on the emulator: a row whose every score is -inf has no gradient") {
+  // Query 0's products overflow float (1e20 · −1e20): it sees nothing, its log-sum-exp is −∞,
+  // its output 0. Every kernel must then give it, and the keys, finite gradients: no 0 · ∞.
+  using T = attn::bfloat16;
+  const index_t queries = 64, keys = 128, d = 64;
+  std::vector<T> q(queries * d, T(0.f)), k(keys * d, T(0.f)), v(keys * d), d_out(queries * d);
+  for (index_t x = 0; x < queries * d; ++x) d_out[x] = T(float(x * 37 % 11 - 5) / 7);
+  for (index_t x = 0; x < keys * d; ++x) v[x] = T(float(x * 13 % 7 - 3) / 5);
+  for (index_t i = 0; i < queries; ++i) q[i * d + 1] = T(0.1f * float(i % 5));
+  for (index_t j = 0; j < keys; ++j) k[j * d] = T(-1e20f), k[j * d + 1] = T(float(j % 3));
+  for (const bool causal : {false, true}) {
+    const index_t row = causal ? 63 : 0;  // causal: the row whose tiles are unmasked up to the diagonal
+    std::vector<T> q_row = q;
+    q_row[row * d] = T(1e20f);
+    attn::fused_attention_problem p;
+    p.queries = queries, p.keys = keys, p.d_k = d, p.d_v = d, p.scale = 0.125, p.causal = causal;
+    for (const bool tensor_cores : {false, true}) {
+      const tensor_cores_set setting(tensor_cores);
+      std::vector<T> out(queries * d), d_q(queries * d), d_k(keys * d), d_v(keys * d);
+      std::vector<float> log_sum_exp(queries);
+      attn::fused_attention<emulated::gpu>::forward(p, q_row.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
+                                                    out.data(), log_sum_exp.data());
+      attn::fused_attention<emulated::gpu>::backward(p, q_row.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
+                                                     out.data(), d_out.data(), log_sum_exp.data(), d_q.data(),
+                                                     d_k.data(), d_v.data());
+      const auto finite = [](const std::vector<T>& x) {
+        int count = 0;
+        for (const T y : x) count += std::isfinite(float(y));
+        return count;
+      };
+      INFO("causal " << causal << ", tensor cores " << tensor_cores);
+      CHECK(log_sum_exp[row] == -INFINITY);
+      CHECK(finite(out) == queries * d);
+      CHECK(finite(d_q) == queries * d);
+      CHECK(finite(d_k) == keys * d);
+      CHECK(finite(d_v) == keys * d);
+    }
+  }
+}
