@@ -39,6 +39,8 @@ for mangled in sorted(code, key=label):
         if target and int(target.group(1), 16) < address:
             body = [o for o in ops if int(target.group(1), 16) <= o[0] <= address]
             if any(o[1] == 'HMMA' for o in body): loops.append(body)
+    if not loops:
+        sys.exit(f'{mangled}: no loop with tensor-core products found in its SASS')
     body = max(loops, key=len)
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)

@@ -24,5 +24,6 @@ sass_of() {
   nvcc -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -O3 -I"$tree/cuda" -I"$tree/include" -isystem /usr/include/eigen3 \
     -Xptxas -v -cubin -o "$work/probe.cubin" "$here/bench/$1" 2> "$work/ptxas.txt" \
     || { cat "$work/ptxas.txt" >&2; exit 1; }
+  grep -i 'warning' "$work/ptxas.txt" >&2 || true  # ptxas's report holds nvcc's warnings too
   cuobjdump -sass "$work/probe.cubin" > "$work/probe.sass"
 }

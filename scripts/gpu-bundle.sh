@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Packs what a CUDA build made for a GPU machine that should not have to compile: the gpu suite's
-# executables, attn-train, attn-translate and bench/attention_gpu, and the shared libraries they need that such a
+# executables, attn-train, attn-translate and bench/attention_gpu (and attention_gpu_one_row_block where built), and the shared libraries they need that such a
 # machine lacks (OpenBLAS, oneDNN, SentencePiece, Open MPI's, gfortran's), into one compressed file.
 # There, `ATTN_GPU_PREBUILT=FILE scripts/gpu.sh` unpacks it and runs the suite and the
 # benchmarks without configuring or compiling. The CUDA run-time, cuBLAS and NCCL are left
 # out: the GPU machine's toolkit or PyTorch's wheels have them (gpu.sh finds them).
 # Build first, with the presets the benchmarks need (meson configure BUILD -Dexample_models=tiny,base)
-# and attention_gpu, which is built on demand (ninja -C BUILD bench/attention_gpu).
+# and attention_gpu, which is built on demand (ninja -C BUILD bench/attention_gpu; the same for
+# bench/attention_gpu_one_row_block, the tensor-core forward's former layout, to compare).
 #
 #   scripts/gpu-bundle.sh [BUILD [FILE]]   BUILD defaults to build/, FILE to build-bundle/gpu.tar.xz
 #   ATTN_BUNDLE_PROGRAMS=0                 the gpu tests alone (gpu.sh then skips the programs)
@@ -39,7 +40,8 @@ done
 if [[ -n $stale ]]; then
   echo "gpu-bundle: these CUDA objects or programs are older than $newest, and Meson does not rebuild them for a header:" >&2
   echo "$stale" >&2
-  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu" >&2
+  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu" \
+    "(and bench/attention_gpu_one_row_block, or delete it)" >&2
   exit 1
 fi
 option() {  # option <name>: the build's value of a Meson option
