@@ -3,8 +3,11 @@
 # for each kernel and head width, its registers, spilled bytes, sm_90 SASS instructions, and
 # those of its main loop (the longest loop with tensor-core products: a tile of keys, or of
 # queries, a step) with its products (HMMA), shared-memory fragment loads (LDSM), exp2s (MUFU)
-# and branches. Counted, not timed: a tile's masked paths are in the loop's count, though an
-# unmasked tile skips them. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
+# and branches; then `tile`, the instructions a warp issues for one step on an unmasked tile
+# without dropout, walked through the SASS: whole-tile staging and unmasked loops taken (the
+# branches on two predicates), around dropout's calls and 64-bit divisions (a forward branch
+# over a CALL and no copy), each 16-byte copy loop run D / 16 times, other inner loops once.
+# Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,16 +28,42 @@ code, name = {}, None
 for line in open(sys.argv[2]):
     function = re.match(r'\s+Function : (\S+)', line)
     if function: name = function.group(1); code[name] = []; continue
-    op = re.match(r'\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)\s*([^;]*);', line)
-    if op and name and op.group(2) != 'NOP': code[name].append((int(op.group(1), 16), op.group(2).split('.')[0], op.group(3)))
+    op = re.match(r'\s+/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)\s*([^;]*);', line)
+    if op and name and op.group(3) != 'NOP':
+        code[name].append((int(op.group(1), 16), op.group(3).split('.')[0], op.group(4), bool(op.group(2)), op.group(3)))
 def label(mangled):
     kernel = re.search(r'(forward|backward_keys|backward_queries)ILi(\d+)', mangled)
     return kernel.group(1), int(kernel.group(2))
-print(f"{'kernel':17s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s}")
+def tile_path(ops, loop_begin, loop_end, copies):
+    """Instructions from the loop's head to its back edge along an unmasked tile's branches."""
+    at = {o[0]: k for k, o in enumerate(ops)}
+    calls = [o[0] for o in ops if o[1] == 'CALL']
+    copy_instructions = [o[0] for o in ops if o[1] == 'LDGSTS']
+    k, count, back_edges = at[loop_begin], 0, collections.Counter()
+    while True:
+        address, op, operands, predicate, _ = ops[k]
+        count += 1
+        if address == loop_end: return count
+        if op == 'BRA':
+            target = int(re.search(r'0x([0-9a-f]+)', operands).group(1), 16)
+            two_predicates = ',' in operands
+            if not predicate and not two_predicates: take = True
+            elif target < address:  # an inner loop: a thread's 16-byte copies, or once
+                back_edges[address] += 1
+                wide = any(o[1] == 'LDGSTS' and '.128' in o[4] for o in ops if target <= o[0] <= address)
+                take = back_edges[address] < (copies if wide else 1)
+            elif two_predicates: take = True
+            else: take = any(address < c < target for c in calls) and not any(address < c < target for c in copy_instructions)
+            if take:
+                k = at[target]
+                continue
+        k += 1
+
+print(f"{'kernel':17s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s}")
 for mangled in sorted(code, key=label):
     ops = code[mangled]
     loops = []
-    for address, op, operands in ops:
+    for address, op, operands, *_ in ops:
         target = re.search(r'0x([0-9a-f]+)', operands) if op == 'BRA' else None
         if target and int(target.group(1), 16) < address:
             body = [o for o in ops if int(target.group(1), 16) <= o[0] <= address]
@@ -44,6 +73,7 @@ for mangled in sorted(code, key=label):
     body = max(loops, key=len)
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)
+    tile = tile_path(ops, body[0][0], body[-1][0], d // 16)
     print(f"{kernel:17s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
-          f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d}")
+          f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {tile:5d}")
 PY

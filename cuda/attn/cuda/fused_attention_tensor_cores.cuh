@@ -18,11 +18,13 @@
 // tiles outside a rule's spans (key_band's) are not walked.
 // P and dS are rounded to T before their products, as FlashAttention does: the outputs then
 // differ from the float kernels' by about T's rounding (docs/fused-attention.md).
-// Tiles that no mask (or dropout) touches take branch-free loops, and whole tiles are staged
-// without per-chunk checks: together half the instructions a tile (docs/benchmarks.md).
+// Tiles that no mask (or dropout) touches take branch-free loops, other tiles compare a column
+// with a row's count for padding and the causal rule, and whole tiles are staged without
+// per-chunk checks: from a half to a third of the instructions a tile (docs/benchmarks.md).
 // Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
-// 2026-11-26, in a second run): on by default (`enabled`). The unmasked loops, whole-tile
-// staging and fast_exp2 (2026-11-26, a seventh session) have run on the emulator only.
+// 2026-11-26, in a second run): on by default (`enabled`). The unmasked loops, the rows' counts,
+// whole-tile staging, fast_exp2 and the forward's 32 queries a warp (2026-11-26, a seventh
+// session) have run on the emulator only.
 #pragma once
 
 #include <attn/core.hpp>
