@@ -16,6 +16,8 @@
 #   scripts/gpu.sh                      build, test, benchmark
 #   ATTN_GPU_BENCH=0 scripts/gpu.sh     build and test only
 #   ATTN_GPU_BENCH=attention,train,nccl,decode   those benchmarks only (default all)
+#   ATTN_GPU_BENCH=...,layouts          also the tensor-core forward at 32 queries a warp (d = 64)
+#                                       against its former 16 (attention_gpu_one_row_block); not in all
 #   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone)
 #   ATTN_GPU_OUT=DIR                    where the summary and logs go (default build-gpu/report)
 #   ATTN_GPU_BATCH_TOKENS=N             the training benchmarks' batch (default 8000 tokens a side)
@@ -25,7 +27,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -58,6 +60,7 @@ if [[ -n $prebuilt ]]; then
   attn_train=$bin/attn-train
   attn_translate=$bin/attn-translate
   attention_gpu=$bin/attention_gpu
+  attention_gpu_one_row_block=$bin/attention_gpu_one_row_block
   if [[ ! -x $attn_train ]]; then  # a bundle of the gpu tests alone
     echo "the bundle has no attn-train: programs_test and the benchmarks are left out"
     export ATTN_GPU_BENCH=0
@@ -96,6 +99,7 @@ else
   attn_train=$out/examples/attn-train
   attn_translate=$out/examples/attn-translate
   attention_gpu=$out/bench/attention_gpu
+  attention_gpu_one_row_block=$out/bench/attention_gpu_one_row_block
 fi
 mkdir -p "$report"
 report=$(cd "$report" && pwd)
@@ -125,6 +129,9 @@ if [[ -z $prebuilt ]]; then
   meson compile -C "$out" 2>&1 | tail -n 30
   [[ ${PIPESTATUS[0]} -eq 0 ]] || die "compile failed"
   meson compile -C "$out" attention_gpu 2>&1 | tail -n 30  # built on demand only
+  if [[ ,${ATTN_GPU_BENCH:-}, == *,layouts,* ]]; then
+    meson compile -C "$out" attention_gpu_one_row_block 2>&1 | tail -n 30
+  fi
   compile_seconds=$((SECONDS - start))
   for t in "$out"/tests/gpu/gpu_*; do [[ -x $t && ! -d $t ]] && gpu_tests+=("$t"); done
 fi
@@ -202,6 +209,25 @@ if wants attention; then
     bench_lines+=("attention: $report/attention.txt")
   else
     echo "skipped: no $attention_gpu"
+  fi
+fi
+
+if [[ ,$benchmarks, == *,layouts,* ]]; then
+  heading "benchmark: the tensor-core forward, 32 queries a warp (attention_gpu) against 16 (attention_gpu_one_row_block)"
+  if [[ -x $attention_gpu && -x $attention_gpu_one_row_block ]]; then
+    for program in "$attention_gpu" "$attention_gpu_one_row_block"; do
+      echo "--- $(basename "$program"): impl, d, causal, n, TFLOP/s forward / forward + backward"
+      "$program" --lengths 512,2048,8192,16384 --types bf16 --repeat 5 --cuda-cores-max 0 --unfused-max 0 2>&1 \
+        | tee -a "$report/layouts.txt" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    if not line.startswith("{"): print(line, end=""); continue
+    m = json.loads(line)
+    print(m["impl"], m["d"], "causal" if m["causal"] else "-", m["n"], m["forward_tflops"], "/", m["forward_backward_tflops"])'
+    done
+    bench_lines+=("layouts: $report/layouts.txt")
+  else
+    echo "skipped: no $attention_gpu_one_row_block (meson compile -C BUILD attention_gpu_one_row_block)"
   fi
 fi
 
