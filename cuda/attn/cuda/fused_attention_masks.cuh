@@ -93,9 +93,9 @@ struct column_span {
   int begin, end;
 };
 
-/// The queries from `query` on, as columns of a tile of `tile`, that may see key j before the
-/// causal rule or the queries' end stops them (none where j is past padding's end): the masks
-/// that end a column of Sᵀ, for the kernels that take keys as rows.
+/// The queries from `query` on, as columns of a tile of `tile`, that may see key j: from the
+/// first the causal rule lets see it to the queries' end (none where j is past padding's end),
+/// for the kernel that takes keys as rows.
 __device__ inline column_span queries_seeing_key(const fused_attention_problem& p, index_t j, index_t query,
                                                  index_t key_end, int tile) {
   if (j >= key_end) return {0, 0};

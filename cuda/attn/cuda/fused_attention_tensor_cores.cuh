@@ -2,7 +2,7 @@
 // masks): the same algorithm as fused_attention.cuh's CUDA-core kernels, which keep float and
 // double, with the products on mma.sync (mma.cuh) and float accumulation.
 //   forward    a block a (sentence, head, 128 queries), a warp 32 of them as two blocks of 16
-//              rows (64 queries, 16 a warp, at D = 128 or under a modification): their queries as A
+//              rows (64 queries, 16 a warp, at D = 32 and 128 or under a modification): their queries as A
 //              fragments, S = Q·Kᵀ and O += P·V a 64-key tile at a time, the online softmax on
 //              S's accumulators, P (the weights, rounded to T) fed to the second product from
 //              registers. Saves the rows' log-sum-exp.
@@ -492,6 +492,10 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
                                                    float scaled, float s, float kept, float d_weight, float lse,
                                                    float dot, [[maybe_unused]] float* input_gradients) {
   pair_gradient g;
+  // Under a modification, no derivative at all for a row that saw nothing (0 · an infinite dP
+  // would be NaN there, and its gradient call would spread it), as on its masked tiles.
+  if constexpr (M::modifies)
+    if (lse == INFINITY) return g;
   const float probability = fast_exp2((s - lse) * log2_e);
   g.d_score = probability * (d_weight * kept - dot);
   g.weight = probability * kept;
