@@ -109,7 +109,7 @@ __device__ inline column_span queries_seeing_key(const fused_attention_problem& 
 __device__ inline int keys_before_row_end(const fused_attention_problem& p, index_t i, index_t key, index_t key_end,
                                           int tile) {
   if (i >= p.queries) return 0;
-  const index_t end = p.causal && p.first_query + i + 1 < key_end ? p.first_query + i + 1 : key_end;
+  const index_t end = keys_seen(p, i, 1, key_end);  // a block of one row
   return end <= key ? 0 : end - key < tile ? int(end - key) : tile;
 }
 
