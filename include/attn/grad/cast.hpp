@@ -21,7 +21,7 @@ variable<To, S, Device> cast(tape* t, const variable<From, S, Device>& x) {
   } else {
     variable<To, S, Device> y(attn::cast<To>(x.value()), recording(t, x));
     if (y.requires_grad()) {
-      t->record([x, y] {
+      t->record([x = x.without_value(), y = y.without_value()] {
         if (y.has_grad()) x.accumulate(attn::cast<From>(y.grad()));
       });
     }

@@ -17,7 +17,7 @@ template <class T, class S, class Device>
 variable<T, S, Device> add(tape* t, const variable<T, S, Device>& a, const variable<T, S, Device>& b) {
   variable<T, S, Device> y(a.value() + b.value(), recording(t, a, b));
   if (y.requires_grad()) {
-    t->record([a, b, y] {
+    t->record([a = a.without_value(), b = b.without_value(), y = y.without_value()] {
       if (!y.has_grad()) return;
       if (a.requires_grad()) a.accumulate(y.grad());
       if (b.requires_grad()) b.accumulate(y.grad());
@@ -31,7 +31,7 @@ template <class T, class S, class Device>
 variable<T, S, Device> scale(tape* t, const variable<T, S, Device>& x, T c) {
   variable<T, S, Device> y(x.value() * c, recording(t, x));
   if (y.requires_grad()) {
-    t->record([x, y, c] {
+    t->record([x = x.without_value(), y = y.without_value(), c] {
       if (y.has_grad()) x.accumulate(y.grad() * c);
     });
   }
@@ -43,7 +43,7 @@ template <class T, class S, class Device>
 variable<T, S, Device> relu(tape* t, const variable<T, S, Device>& x) {
   variable<T, S, Device> y(attn::relu(x.value()), recording(t, x));
   if (y.requires_grad()) {
-    t->record([x, y] {
+    t->record([x = x.without_value(), y] {
       if (y.has_grad()) x.accumulate(where(y.value() > T{0}, y.grad(), T{0}));
     });
   }
@@ -59,7 +59,7 @@ variable<T, S, Device> add_broadcast(tape* t, const variable<T, S, Device>& x,
                 "attn::grad::add_broadcast: the added operand must have the shape of x without the repeated dimension");
   variable<T, S, Device> y(x.value() + broadcast_like(p.value(), x.value()), recording(t, x, p));
   if (y.requires_grad()) {
-    t->record([x, p, y] {
+    t->record([x = x.without_value(), p = p.without_value(), y = y.without_value()] {
       if (!y.has_grad()) return;
       if (x.requires_grad()) x.accumulate(y.grad());
       if (p.requires_grad()) p.accumulate(sum<D>(y.grad()));

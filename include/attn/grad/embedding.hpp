@@ -22,7 +22,8 @@ variable<T, shape<B, L, Width>, Device> lookup(tape* t, const variable<T, shape<
   primitives<Device>::gather_rows(out.data(), table.value().data(), rows, width, ids.data(), ids.size(), scale);
   variable<T, Y, Device> y(std::move(out), recording(t, table));
   if (y.requires_grad()) {
-    t->record([table, y, ids = tensor<Id, shape<B, L>, Device>(ids), scale, width] {
+    t->record([table = table.without_value(), y = y.without_value(), ids = tensor<Id, shape<B, L>, Device>(ids), scale,
+               width] {
       if (!y.has_grad()) return;
       // The table's gradient is dense: zero rows that no token touched.
       if (!table.has_grad()) table.accumulate(fill<T, Device>(table.extents(), T{0}));
@@ -53,7 +54,7 @@ variable<T, shape<L, Width>, Device> table_rows(tape* t, const variable<T, shape
   variable<T, shape<L, Width>, Device> y(
       tensor_view<const T, shape<L, Width>, Device>(table.value().data() + offset, sizes), recording(t, table));
   if (y.requires_grad()) {
-    t->record([table, y, offset] {
+    t->record([table = table.without_value(), y = y.without_value(), offset] {
       if (!y.has_grad()) return;
       if (!table.has_grad()) table.accumulate(fill<T, Device>(table.extents(), T{0}));
       const tensor_view<T, shape<L, Width>, Device> rows_of(table.grad().data() + offset, y.extents());

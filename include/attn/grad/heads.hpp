@@ -27,7 +27,7 @@ variable<T, shape<B, Heads, As, Depth>, Device> split_heads(tape* t,
       permute<B, Heads, As, Depth>(split<Width, Heads, Depth>(detail::renamed<L, As>(x.value()))),
       recording(t, x));
   if (y.requires_grad()) {
-    t->record([x, y] {
+    t->record([x = x.without_value(), y = y.without_value()] {
       if (y.has_grad())
         x.accumulate(detail::renamed<As, L>(merge<Heads, Depth, Width>(permute<B, As, Heads, Depth>(y.grad()))));
     });
@@ -42,7 +42,7 @@ variable<T, shape<B, L, Width>, Device> merge_heads(tape* t,
   variable<T, shape<B, L, Width>, Device> y(merge<Heads, Depth, Width>(permute<B, L, Heads, Depth>(x.value())),
                                            recording(t, x));
   if (y.requires_grad()) {
-    t->record([x, y] {
+    t->record([x = x.without_value(), y = y.without_value()] {
       if (y.has_grad()) x.accumulate(permute<B, Heads, L, Depth>(split<Width, Heads, Depth>(y.grad())));
     });
   }

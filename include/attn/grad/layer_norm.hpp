@@ -28,7 +28,8 @@ variable<T, shape<B, L, D>, Device> layer_norm(tape* t, const variable<T, shape<
   primitives<Device>::layer_norm_rows(y.value().data(), row_mean.data(), row_rstd.data(), x.value().data(),
                                       gamma.value().data(), beta.value().data(), rows, width, epsilon);
   if (y.requires_grad()) {
-    t->record([x, gamma, beta, y, row_mean = std::move(row_mean), row_rstd = std::move(row_rstd), rows, width] {
+    t->record([x, gamma, beta = beta.without_value(), y = y.without_value(), row_mean = std::move(row_mean),
+               row_rstd = std::move(row_rstd), rows, width] {
       if (!y.has_grad()) return;
       // The gain and bias gradients are added by the primitive: zero them if none has come yet.
       if (gamma.requires_grad() && !gamma.has_grad()) gamma.zero_grad();

@@ -32,7 +32,9 @@ variable<T, shape<B, L, Out>, Device> affine(tape* t, const variable<T, shape<B,
   if constexpr (Relu) y.value() = relu(product);
   else y.value() = product;
   if (y.requires_grad()) {
-    t->record([x, w, b, y] {
+    // dx reads W, dW reads x, and the ReLU's mask reads y: nothing else is kept for the backward pass.
+    t->record([x = w.requires_grad() ? x : x.without_value(), w, b = b.without_value(),
+               y = Relu ? y : y.without_value()] {
       if (!y.has_grad()) return;
       auto& dy = y.grad();
       if constexpr (Relu) dy = where(y.value() > T{0}, dy, T{0});
@@ -71,7 +73,7 @@ variable<T, shape<B, L, Out>, Device> project_rows(tape* t, const variable<T, sh
                                                    const variable<T, shape<Out, In>, Device>& w) {
   variable<T, shape<B, L, Out>, Device> y(contract<In>(x.value(), w.value()), recording(t, x, w));
   if (y.requires_grad()) {
-    t->record([x, w, y] {
+    t->record([x = w.requires_grad() ? x : x.without_value(), w, y = y.without_value()] {
       if (!y.has_grad()) return;
       const auto& dy = y.grad();
       if (x.requires_grad()) x.accumulate(contract<Out>(dy, w.value()));

@@ -60,7 +60,7 @@ auto map_inputs(tape* t, const F& f, std::index_sequence<I...> inputs, const V&.
   static_assert(expression<E>, "attn::grad::map: f must return an expression of its arguments");
   variable<value_t<E>, shape_t<E>, device_t<E>> y(f(input<I>(xs.value())...), recording(t, xs...));
   if (y.requires_grad()) {
-    t->record([f, y, inputs, xs...] {
+    t->record([f, y = y.without_value(), inputs, xs...] {
       if (y.has_grad()) (pull_back<I>(f, y, inputs, xs...), ...);
     });
   }

@@ -39,7 +39,9 @@ auto product(tape* t, const variable<T, SA, Device>& a, const variable<T, SB, De
   using free_b = typename detail::only_dim<typename node::b_free_dims>::type;
   variable<T, SC, Device> c(contract<K>(a.value(), b.value()), recording(t, a, b));
   if (c.requires_grad()) {
-    t->record([a, b, c] {
+    // Each operand's gradient reads the other's value: an operand's value is kept only for that.
+    t->record([a = b.requires_grad() ? a : a.without_value(), b = a.requires_grad() ? b : b.without_value(),
+               c = c.without_value()] {
       if (!c.has_grad()) return;
       const auto& dc = c.grad();
       if (a.requires_grad()) a.accumulate(detail::in_order_of<SA>(contract<free_b>(dc, b.value())));

@@ -78,7 +78,7 @@ void softmax_in_place(tensor<T, S, Device>& y) {
 template <class D, class T, class S, class Device>
 void record_softmax(tape* t, const variable<T, S, Device>& x, const variable<T, S, Device>& y, accumulate_t<T> scale) {
   // dx = scale · y ⊙ (dy − Σ_D dy ⊙ y)
-  t->record([x, y, scale] {
+  t->record([x = x.without_value(), y, scale] {
     if (!y.has_grad() || !x.requires_grad()) return;
     const auto& dy = y.grad();
     if constexpr (softmax_along_rows<D, S>) {

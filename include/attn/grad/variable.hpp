@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,10 @@ namespace attn::grad {
 
 /// A tensor in a differentiable computation. Copies share one value and one gradient, so an
 /// operation's backward step, holding a copy, sees what later steps accumulate.
+///
+/// The value and the gradient are held apart: a backward step that only passes gradient through
+/// (a sum, dropout, a head split) keeps `without_value()` handles to its operands and result,
+/// so a value lives only as long as the forward pass or some step that reads it still needs it.
 template <element T, shape_type S, device Device = cpu>
 class variable {
  public:
@@ -25,7 +30,8 @@ class variable {
 
   /// Takes the value; gradients flow to it only when `requires_grad`.
   explicit variable(tensor_type value, bool requires_grad = false)
-      : state_(std::make_shared<state>(std::move(value), requires_grad)) {}
+      : value_(std::make_shared<tensor_type>(std::move(value))),
+        state_(std::make_shared<state>(value_->extents(), requires_grad)) {}
 
   /// Evaluates an expression into a new value.
   template <expression E>
@@ -33,10 +39,18 @@ class variable {
   explicit variable(const E& value, bool requires_grad = false)
       : variable(tensor_type(value), requires_grad) {}
 
-  const tensor_type& value() const noexcept { return state_->value; }
-  tensor_type& value() noexcept { return state_->value; }
-  const attn::extents<S>& extents() const noexcept { return state_->value.extents(); }
+  const tensor_type& value() const { return checked_value(); }
+  tensor_type& value() { return checked_value(); }
+  const attn::extents<S>& extents() const noexcept { return state_->extents; }
   bool requires_grad() const noexcept { return state_->requires_grad; }
+
+  /// The same variable, gradient and all, without a share in its value: what a backward step
+  /// keeps of an operand or result whose value it does not read. value() on it throws.
+  variable without_value() const {
+    variable handle = *this;
+    handle.value_.reset();
+    return handle;
+  }
 
   /// Whether a gradient has reached this variable since it was made (or zeroed).
   bool has_grad() const noexcept { return state_->has_grad; }
@@ -97,19 +111,26 @@ class variable {
   /// Forgets the gradient (it will be written afresh by the next backward pass).
   void clear_grad() const { state_->has_grad = false; }
 
-  /// True when two variables share one value.
+  /// True when two handles are one variable (one gradient; the value, where both hold it).
   bool same_as(const variable& other) const noexcept { return state_ == other.state_; }
   /// What copies share: the key a tape's notes know the variable by (tape::note_read).
   const void* identity() const noexcept { return state_.get(); }
 
  private:
   struct state {
-    state(tensor_type v, bool r) : value(std::move(v)), requires_grad(r) {}
-    tensor_type value;
+    state(const attn::extents<S>& e, bool r) : extents(e), requires_grad(r) {}
+    attn::extents<S> extents;
     std::optional<tensor_type> grad;
     bool has_grad = false;
     bool requires_grad;
   };
+
+  tensor_type& checked_value() const {
+    if (!value_) throw std::logic_error("attn::grad: a backward step read a value it kept no share in (without_value)");
+    return *value_;
+  }
+
+  std::shared_ptr<tensor_type> value_;  // null in a without_value() handle
   std::shared_ptr<state> state_;
 };
 

@@ -148,7 +148,7 @@ auto group_heads(grad::tape* t, const grad::variable<T, shape<B, H, L, D>, Devic
     grad::variable<T, shape<B, G, grouped, D>, Device> y(merge<R, L, grouped>(split<H, G, R>(x.value())),
                                                          grad::recording(t, x));
     if (y.requires_grad())
-      t->record([x, y] {
+      t->record([x = x.without_value(), y = y.without_value()] {
         if (y.has_grad()) x.accumulate(merge<G, R, H>(split<grouped, R, L>(y.grad())));
       });
     return y;
@@ -164,7 +164,7 @@ auto ungroup_heads(grad::tape* t, const grad::variable<T, shape<B, G, GL, D>, De
     using R = dim<"heads_per_group", H::extent / G::extent>;
     grad::variable<T, shape<B, H, L, D>, Device> y(merge<G, R, H>(split<GL, R, L>(x.value())), grad::recording(t, x));
     if (y.requires_grad())
-      t->record([x, y] {
+      t->record([x = x.without_value(), y = y.without_value()] {
         if (y.has_grad()) x.accumulate(merge<R, L, GL>(split<H, G, R>(y.grad())));
       });
     return y;
