@@ -35,7 +35,8 @@ class tape {
     if (noted_.insert(identity).second) notes_.push_back({steps_.size(), identity});
   }
 
-  /// Runs the recorded steps, last first, then forgets them and the activations they held.
+  /// Runs the recorded steps, last first, each forgotten with the activations it held as soon as
+  /// it has run.
   /// The caller seeds the gradient of the result first (see attn::grad::backward).
   void replay() {
     replay([](const void*) {});
@@ -52,6 +53,9 @@ class tape {
     report_from(steps_.size());  // noted, never read by a recorded step
     for (std::size_t step = steps_.size(); step-- > 0;) {
       steps_[step]();
+      // Its result's gradient and the values it kept are needed no more: freed now, the
+      // backward pass holds at once only the gradients still on their way to the inputs.
+      steps_[step] = nullptr;
       report_from(step);
     }
     clear();

@@ -65,3 +65,29 @@ TEST_CASE("grad: a parameter read twice through cast is complete only after both
     CHECK(w.grad()(i) == doctest::Approx(r(i) * x.value()(i) + s(i)).epsilon(1e-14));
   }
 }
+
+TEST_CASE("grad: the backward pass frees each step's activations and its result's gradient once the step has run") {
+  // Eight ReLUs in a row, each keeping its output for its mask: the forward pass leaves eight
+  // values on the tape. Replayed, each step lets go of its value and of the gradient it read,
+  // so the pass never holds more than two gradients of the chain at once (not all eight).
+  using host = memory<cpu>;
+  constexpr index_t count = 1024;  // under the block cache's 64 KiB: each tensor its own size
+  const std::size_t block = host::rounded(count * sizeof(float)) + host::alignment;
+  tensor<float, shape<n>> ones(count);
+  ones = fill<float, cpu>(ones.extents(), 1.0f);
+  grad::variable<float, shape<n>> x(std::move(ones), true);
+  grad::tape tape;
+  const std::size_t start = host::used_bytes();
+  grad::variable<float, shape<>> loss = [&] {
+    auto y = grad::relu(&tape, grad::scale(&tape, x, 2.0f));
+    for (int i = 1; i < 8; ++i) y = grad::relu(&tape, y);
+    return grad::sum<n>(&tape, y);
+  }();
+  const std::size_t after_forward = host::used_bytes();
+  CHECK(after_forward - start >= 8 * block);
+  host::reset_peak();
+  grad::backward(tape, loss);
+  CHECK(host::peak_bytes() - after_forward <= 2 * block + host::alignment * 4);
+  CHECK(host::used_bytes() - start <= block + host::alignment * 4);  // x's gradient, and the loss
+  CHECK(x.grad()(3) == 2.0f);
+}
