@@ -31,7 +31,9 @@ struct options {
                "\n"
                "Times training steps (forward, label-smoothed cross-entropy, backward, Adam) of the\n"
                "configuration on random token batches and prints one JSON line:\n"
-               "  {\"config\": ..., \"ms_per_step\": median, \"tokens_per_s\": target tokens / s, ...}\n"
+               "  {\"config\": ..., \"ms_per_step\": median, \"tokens_per_s\": target tokens / s, ...,\n"
+               "   \"forward_held_mib\": tensors a forward pass leaves for the backward pass,\n"
+               "   \"step_peak_mib\": the step's peak over the memory held before it}\n"
                "--config gemm times attn's float product [1024, 512] x [512, 2048] (base's feed-forward at\n"
                "1024 tokens) instead: {\"gflops\": median rate, \"through\": \"oneDNN\" or \"Eigen/BLAS\"}.\n"
                "Threads: OMP_NUM_THREADS. Defaults: tiny, batch 32, lengths 32, vocabulary 8000,\n"
@@ -95,12 +97,17 @@ void run(const options& o) {
   grad::tape tape;
   std::vector<double> times;
   double loss = 0;
+  std::size_t held_after_forward = 0, step_peak = 0;
   for (long step = 0; step < o.warmup + o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     parameters.zero_grad();
+    const std::size_t resting = memory<cpu>::used_bytes();
+    memory<cpu>::reset_peak();
     const auto logits = model(nn::context{&tape, &dropout}, source, input);
     const auto result = train::cross_entropy(&tape, logits, output, C::label_smoothing, nn::token{0});
+    held_after_forward = memory<cpu>::used_bytes() - resting;
     grad::backward(tape, result.loss);
+    step_peak = memory<cpu>::peak_bytes() - resting;
     adam.step(1e-4);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (step >= o.warmup) times.push_back(seconds);
@@ -111,9 +118,10 @@ void run(const options& o) {
   std::printf(
       "{\"impl\": \"attn\", \"config\": \"%s\", \"batch\": %ld, \"src_len\": %ld, \"tgt_len\": %ld, \"vocab\": %ld, "
       "\"threads\": %d, \"parameters\": %ld, \"ms_per_step\": %.3f, \"ms_min\": %.3f, \"tokens_per_s\": %.1f, "
-      "\"last_loss\": %.4f}\n",
+      "\"last_loss\": %.4f, \"forward_held_mib\": %.1f, \"step_peak_mib\": %.1f}\n",
       o.config.c_str(), o.batch, o.src_len, o.tgt_len, o.vocab, cpu_backend::max_threads(), long(parameters.count()),
-      median * 1e3, times.front() * 1e3, double(o.batch * o.tgt_len) / median, loss);
+      median * 1e3, times.front() * 1e3, double(o.batch * o.tgt_len) / median, loss,
+      double(held_after_forward) / (1 << 20), double(step_peak) / (1 << 20));
   std::fflush(stdout);
 }
 

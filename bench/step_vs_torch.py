@@ -5,7 +5,9 @@ For each configuration (tiny, small, base) both implementations run the same ste
 same batch shape: forward, label-smoothed cross-entropy, backward, Adam (β 0.9/0.98, ε 1e-9),
 dropout 0.1, shared source/target/output embeddings scaled by √d_model, sinusoidal
 positions. PyTorch gets its best threading set-up: it is timed under each OMP_WAIT_POLICY
-and the faster is kept. Each side's process reports its peak resident memory. First, in the
+and the faster is kept. Each side's process reports its peak resident memory, and what one
+forward pass keeps for the backward pass (attn: bytes of live tensors; PyTorch: autograd's saved
+tensors, on the model attn builds). First, in the
 same run, bench-step --config gemm measures the machine's rate for attn's float product (the
 path the step's products take: oneDNN or Eigen/OpenBLAS); each attn step's model FLOP/s
 (model_flops: the products' multiply-adds, ×3 for the backward) are given beside it.
@@ -55,7 +57,23 @@ for step in range(a["warmup"] + a["steps"]):
         times.append(dt)
 times.sort()
 median = times[len(times) // 2]
-print(json.dumps({"impl": "torch", "ms_per_step": median * 1e3, "ms_min": times[0] * 1e3,
+# What a forward pass keeps for the backward pass, as attn's bench-step counts it (forward_held_mib):
+# the tensors autograd saves, each storage once, parameters left out, on the model attn builds
+# (like_attn: no dropout on the weights or inside the FFN, no final LayerNorms). Not timed.
+held_model = Model(a["vocab"], a["d_model"], a["d_ff"], a["heads"], a["layers"], max(a["src_len"], a["tgt_len"]),
+                   like_attn=True)
+storage_of = lambda t: t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+parameters = {storage_of(p).data_ptr() for p in held_model.parameters()}
+saved = {}
+def note(t):
+    storage = storage_of(t)
+    if storage.data_ptr() not in parameters:
+        saved[storage.data_ptr()] = storage.nbytes()
+    return t
+with torch.autograd.graph.saved_tensors_hooks(note, lambda t: t):
+    held_logits = held_model(src, tgt_in)
+    held_loss = loss_fn(held_logits.reshape(-1, a["vocab"]), tgt_out.reshape(-1))
+print(json.dumps({"impl": "torch", "forward_held_mib": sum(saved.values()) / 2**20, "ms_per_step": median * 1e3, "ms_min": times[0] * 1e3,
                   "tokens_per_s": a["batch"] * a["tgt_len"] / median, "threads": torch.get_num_threads(),
                   "parameters": sum(p.numel() for p in model.parameters()),
                   "torch": torch.__version__, "last_loss": loss.item()}))
@@ -145,11 +163,15 @@ def main():
                      "attn_model_gflops": gflops, "attn_fraction_of_gemm": gflops / gemm["gflops"]})
         print(f"{config:6s} attn {ours['ms_per_step']:9.1f} ms/step {ours['tokens_per_s']:8.0f} tok/s "
               f"{gflops:6.1f} model GFLOP/s ({100 * gflops / gemm['gflops']:.0f}% of the gemm) "
-              f"{ours['peak_rss_mib']:6.0f} MiB | "
+              f"{ours['peak_rss_mib']:6.0f} MiB, {ours['forward_held_mib']:6.1f} held | "
               f"torch {best['ms_per_step']:9.1f} ms/step {best['tokens_per_s']:8.0f} tok/s "
-              f"{best['peak_rss_mib']:6.0f} MiB (OMP_WAIT_POLICY={best['omp_wait_policy']}) | "
+              f"{best['peak_rss_mib']:6.0f} MiB, {best['forward_held_mib']:6.1f} held "
+              f"(OMP_WAIT_POLICY={best['omp_wait_policy']}) | "
               f"attn/torch speed {rows[-1]['speedup']:.2f}x", flush=True)
-    print("MiB: each process's peak resident memory (PyTorch's includes the interpreter and its libraries).")
+    print("MiB: each process's peak resident memory (PyTorch's includes the interpreter and its libraries);")
+    print("held: what a forward pass keeps for the backward pass (attn: its tensors' bytes live after the loss,")
+    print("less those before; PyTorch: the tensors autograd saves, parameters left out). attn's step peak over")
+    print("its resting memory is in --json (step_peak_mib).")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "date": time.strftime("%Y-%m-%d"), "gemm": gemm, "rows": rows}, f,
