@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #if defined(ATTN_EXAMPLES_CUDA)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -74,6 +75,12 @@ unsigned long long peak_device_memory() {
     return 0;
   return peak;
 }
+
+void profiler_capture(bool on) {
+  if (const cudaError_t status = on ? cudaProfilerStart() : cudaProfilerStop(); status != cudaSuccess)
+    throw std::runtime_error(std::string(on ? "cudaProfilerStart" : "cudaProfilerStop") + ": " +
+                             cudaGetErrorString(status));
+}
 #else
 bool cuda_compiled() { return false; }
 
@@ -82,6 +89,8 @@ std::string use_cuda_device(int) {
 }
 
 unsigned long long peak_device_memory() { return 0; }
+
+void profiler_capture(bool) {}
 #endif
 
 }  // namespace attn::examples

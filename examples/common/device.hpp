@@ -26,6 +26,11 @@ std::string use_cuda_device(int index);
 /// Peak device memory in use since the program started, in bytes (0 on the CPU).
 unsigned long long peak_device_memory();
 
+/// Opens (true) or closes (false) a GPU profiler's capture range: cudaProfilerStart and
+/// cudaProfilerStop, which Nsight Compute (--profile-from-start off) and Nsight Systems
+/// (--capture-range=cudaProfilerApi) wait for. Nothing without CUDA.
+void profiler_capture(bool on);
+
 /// --device and --tf32 as given on a command line.
 struct device_flags {
   std::string device = "cpu";

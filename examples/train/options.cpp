@@ -189,6 +189,12 @@ options parse(int argc, char** argv) {
   app.add_option("--debug-nan-steps", o.debug_nan_steps, "poison the gradients of these step attempts (tests recovery)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Debugging");
+  std::string profile_steps;
+  app.add_option("--profile-steps", profile_steps,
+                 "FROM:TO: step attempts FROM to TO inside a GPU profiler's capture range (cudaProfilerStart and "
+                 "Stop: ncu --profile-from-start off, nsys --capture-range=cudaProfilerApi; scripts/gpu.sh's "
+                 "profile benchmark); needs --device cuda")
+      ->group("Debugging");
 
   app.footer(
       "Compiled widths (d_model, d_ff, h, d_k, d_v): tiny (128, 512, 4, 32, 32), small (256, 1024, 4, 64, 64),\n"
@@ -222,6 +228,26 @@ options parse(int argc, char** argv) {
     std::cerr << "attn-train: --attention-path fused: additive attention scores with a network of its own, which the "
                  "fused kernel cannot compute; use --attention-path unfused or automatic\n";
     std::exit(2);
+  }
+  if (!profile_steps.empty()) {
+    const auto colon = profile_steps.find(':');
+    char* end = nullptr;
+    const long first = std::strtol(profile_steps.c_str(), &end, 10);
+    const bool first_read = colon != std::string::npos && end == profile_steps.c_str() + colon && colon > 0;
+    const char* second = profile_steps.c_str() + (colon == std::string::npos ? 0 : colon + 1);
+    const long last = first_read ? std::strtol(second, &end, 10) : 0;
+    if (!first_read || end == second || *end != '\0' || first < 1 || last < first) {
+      std::cerr << "attn-train: --profile-steps expects FROM:TO, two step numbers with 1 <= FROM <= TO (as in 20:22), "
+                   "got '"
+                << profile_steps << "'\n";
+      std::exit(2);
+    }
+    if (!o.device.cuda) {
+      std::cerr << "attn-train: --profile-steps marks steps for a GPU profiler: it needs --device cuda\n";
+      std::exit(2);
+    }
+    o.profile_first = first;
+    o.profile_last = last;
   }
   if (o.gpus > 0 && !o.device.cuda) {
     std::cerr << "attn-train: --gpus " << o.gpus << " starts a process per GPU: it needs --device cuda\n";

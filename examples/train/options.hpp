@@ -62,6 +62,7 @@ struct options {
   bool resume = false;
   bool plot = false;
   std::vector<long> debug_nan_steps;  // poison the gradients of these step attempts (tests recovery)
+  long profile_first = 0, profile_last = 0;  // --profile-steps FROM:TO (step attempts); 0: none
 };
 
 /// Parses the command line; prints help or errors and exits on them (status 0 or 2).

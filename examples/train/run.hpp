@@ -194,7 +194,16 @@ int run(session& s) {
   auto window_start = bar.elapsed();
   double window_tokens = 0;
 
+  // --profile-steps: the capture range opens before attempt FROM and closes after attempt TO.
+  bool capturing = false;
+  const auto capture = [&](bool on) {
+    if constexpr (!std::same_as<Device, cpu>) examples::profiler_capture(on);  // refused on the CPU (options.cpp)
+    capturing = on;
+  };
+
   while (state.step < o.max_steps) {
+    if (capturing && attempt >= o.profile_last) capture(false);
+    if (!capturing && attempt + 1 == o.profile_first) capture(true);
     std::vector<train::batch> mine;  // this process's share of the step's batches
     // What every process must agree on before a step: the step's tokens, and whether to stop.
     std::array<double, 3> control{};
@@ -325,6 +334,8 @@ int run(session& s) {
     if (step % o.valid_every == 0) validate();
     if (step % o.save_every == 0 && save("every --save-every steps")) last_saved = step;
   }
+
+  if (capturing) capture(false);
 
   // The skipped batches are behind the saved data position, so a resumed run goes on after them.
   int status = why == ending::bad_steps ? exit_bad_steps : 0;

@@ -118,6 +118,15 @@ class GpuPrograms(unittest.TestCase):
         done = run(TRAIN, corpus() + MODEL + ["--device", "cuda", "--gpus", 99, "--out", WORK / "gpus-99"], expect=2)
         self.assertIn("--gpus 99 from cuda:0 needs GPUs 0 to 98", done.stderr)
 
+    def test_profile_steps_change_nothing_without_a_profiler(self):
+        # --profile-steps opens and closes a capture range no profiler waits for: the same losses,
+        # bit for bit, as the plain GPU run's first steps.
+        out = WORK / "profiled"
+        train(out, "cuda", "--profile-steps", "3:5", "--max-steps", 8, "--valid-every", 1000, "--save-every", 8,
+              "--precision", "fp32")
+        plain = metrics(self.gpu)[:8]
+        self.assertEqual([(r["step"], r["loss"]) for r in metrics(out)], [(r["step"], r["loss"]) for r in plain])
+
     def test_translations_are_the_same_on_both_devices(self):
         source = WORK / "toy" / "valid.src"
         for search in (["--greedy"], ["--beam", 4]):

@@ -438,6 +438,14 @@ class BadInput(unittest.TestCase):
         self.assertRegex(done.stderr, "built without CUDA|no usable CUDA device|no CUDA device|needs GPUs 0 to 1|"
                                       "needs attn-train built with CUDA and NCCL")
 
+    def test_profile_steps_are_checked_and_need_a_gpu(self):
+        for bad in ("20", "0:3", "5:4", "a:b", "3:", ":3", "3:4x"):
+            done = run(["--src", "a", "--tgt", "b", "--device", "cpu", "--profile-steps", bad], expect=2)
+            self.assertIn(f"--profile-steps expects FROM:TO, two step numbers with 1 <= FROM <= TO (as in 20:22), "
+                          f"got '{bad}'", done.stderr)
+        done = run(["--src", "a", "--tgt", "b", "--profile-steps", "2:3"], expect=2)
+        self.assertIn("--profile-steps marks steps for a GPU profiler: it needs --device cuda", done.stderr)
+
     def test_widths_that_are_not_compiled_are_named_with_those_that_are(self):
         done = train(WORK / "bad-widths", "--d-model", 384, expect=1)
         self.assertIn("no model is compiled for (d_model 384, d_ff 512, h 4, d_k 32, d_v 32)", done.stderr)
