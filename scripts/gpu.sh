@@ -18,6 +18,8 @@
 #   ATTN_GPU_BENCH=attention,train,nccl,decode   those benchmarks only (default all)
 #   ATTN_GPU_BENCH=...,layouts          also the tensor-core forward at 32 queries a warp (d = 64)
 #                                       against its former 16 (attention_gpu_one_row_block); not in all
+#   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train base bf16
+#                                       under Nsight Compute (bench/kernel_times.py); not in all
 #   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone)
 #   ATTN_GPU_OUT=DIR                    where the summary and logs go (default build-gpu/report)
 #   ATTN_GPU_BATCH_TOKENS=N             the training benchmarks' batch (default 8000 tokens a side)
@@ -27,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -247,6 +249,35 @@ if wants train; then
     bench_lines+=("train $preset bf16: $(grep -E '^\| attn / PyTorch' "$report/train-$preset-bf16.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset bf16: $(grep -E '^model TFLOP/s' "$report/train-$preset-bf16.txt" || echo 'no model TFLOP/s line')")
   done
+fi
+
+if [[ ,$benchmarks, == *,profile,* ]]; then
+  # Where a training step's GPU time goes: attn-train base in bf16 on the toy corpus, batches of
+  # ATTN_GPU_BATCH_TOKENS, steps 11-12 inside the capture range (--profile-steps) of Nsight
+  # Compute, which times each kernel alone (--clock-control none: the clocks as they run).
+  heading "profile: attn-train base bf16, each kernel's time in steps 11-12 (Nsight Compute)"
+  profile=$report/profile
+  rm -rf "$profile"
+  if ! command -v ncu > /dev/null; then
+    echo "skipped: no ncu on PATH" | tee "$report/profile.txt"
+  elif [[ ,$models, != *,base,* ]]; then
+    echo "skipped: needs the base preset (ATTN_GPU_MODELS=$models)" | tee "$report/profile.txt"
+  elif python3 tests/train/toy_corpus.py --out "$profile/data" --train 20000 --valid 10; then
+    # ncu writes its CSV to stdout, attn-train its progress to stderr; kernel_times.py skips the
+    # lines of stdout that are not CSV (ncu's ==PROF== messages).
+    ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv --page details \
+      --print-units base \
+      "$attn_train" --device cuda --precision bf16 --config base --vocab-size 128 \
+      --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" --max-steps 12 --profile-steps 11:12 --valid-every 1000 \
+      --save-every 1000 --src "$profile/data/train.src" --tgt "$profile/data/train.tgt" --out "$profile/run" \
+      > "$profile/ncu.csv" 2> "$profile/train.txt"
+    echo "ncu exit status $? (its output: $profile/ncu.csv; attn-train's log: $profile/train.txt)"
+    python3 bench/kernel_times.py "$profile/ncu.csv" --steps 2 --json "$report/profile.json" 2>&1 \
+      | tee "$report/profile.txt"
+  else
+    echo "failed: the toy corpus" | tee "$report/profile.txt"
+  fi
+  bench_lines+=("profile: $(head -1 "$report/profile.txt")")
 fi
 
 if wants nccl; then
