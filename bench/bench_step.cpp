@@ -103,8 +103,12 @@ void run(const options& o) {
     parameters.zero_grad();
     const std::size_t resting = memory<cpu>::used_bytes();
     memory<cpu>::reset_peak();
-    const auto logits = model(nn::context{&tape, &dropout}, source, input);
-    const auto result = train::cross_entropy(&tape, logits, output, C::label_smoothing, nn::token{0});
+    // The logits in a scope of their own, as attn-train has them: the tape alone decides how
+    // long their gradient lives.
+    const auto result = [&] {
+      const auto logits = model(nn::context{&tape, &dropout}, source, input);
+      return train::cross_entropy(&tape, logits, output, C::label_smoothing, nn::token{0});
+    }();
     held_after_forward = memory<cpu>::used_bytes() - resting;
     grad::backward(tape, result.loss);
     step_peak = memory<cpu>::peak_bytes() - resting;

@@ -201,6 +201,10 @@ int run(session& s) {
     capturing = on;
   };
 
+  if (o.profile_first > 0 && o.profile_first <= attempt && s.leader())
+    bar.message("attn-train: warning: --profile-steps " + std::to_string(o.profile_first) + ":" +
+                std::to_string(o.profile_last) + " starts at or before step " + std::to_string(attempt) +
+                ", where this run resumes: nothing will be captured");
   while (state.step < o.max_steps) {
     if (capturing && attempt >= o.profile_last) capture(false);
     if (!capturing && attempt + 1 == o.profile_first) capture(true);
@@ -236,9 +240,12 @@ int run(session& s) {
       auto stream = dropout_stream(o.seed, state.batches_seen + std::uint64_t(rank) * std::uint64_t(o.accumulate) + j);
       grad::tape tape;
       const nn::context ctx{&tape, &stream, nullptr, attention_path};
-      const auto logits = model(ctx, to_device<Device>(mine[j].source), to_device<Device>(mine[j].target_in));
-      const auto l =
-          train::cross_entropy(&tape, logits, to_device<Device>(mine[j].target_out), o.label_smoothing, pad);
+      // The logits go out of scope with the loss: the tape keeps their gradient only until the
+      // output projection's step has read it, and their value not at all.
+      const auto l = [&] {
+        const auto logits = model(ctx, to_device<Device>(mine[j].source), to_device<Device>(mine[j].target_in));
+        return train::cross_entropy(&tape, logits, to_device<Device>(mine[j].target_out), o.label_smoothing, pad);
+      }();
       const double seed = double(l.tokens) / target_tokens * (scaler ? scaler->scale() : 1.0);
       const auto scaled = grad::scale(&tape, l.loss, T(seed));
       if (j + 1 == mine.size()) grad::backward(tape, scaled, [&](const void* parameter) { buckets.complete(parameter); });

@@ -15,7 +15,7 @@ namespace attn::grad {
 /// Draws x.size() numbers from the stream. For 16-bit x the mask is kept in float, since
 /// 1/(1 − p) is rarely a 16-bit number: each kept element is scaled in float and rounded once.
 /// The backward pass draws the same numbers again (the stream is counter-based) instead of
-/// keeping the mask: no memory is held between the passes, and a GPU reads no mask.
+/// keeping the mask: no memory is held between the passes, for one more pass over a mask.
 template <class T, class S, class Device>
 variable<T, S, Device> dropout(tape* t, const variable<T, S, Device>& x, double p, random_stream& stream) {
   if (p <= 0.0) return x;
