@@ -47,7 +47,8 @@ loss_result<accumulate_t<T>, Device> cross_entropy(grad::tape* t,
   const A mean = totals.tokens > 0 ? A(totals.smoothed / double(totals.tokens)) : A{0};
   primitives<Device>::fill(result.loss.value().data(), 1, mean);
   if (result.loss.requires_grad()) {
-    t->record([logits = logits.without_value(), loss = result.loss, weight = std::move(weight), probabilities = std::move(probabilities),
+    t->record([logits = logits.without_value(), loss = result.loss, weight = std::move(weight),
+               probabilities = std::move(probabilities),
                targets = tensor<Id, shape<B, L>, Device>(targets), smoothing, classes,
                tokens = totals.tokens]() mutable {
       if (!loss.has_grad() || tokens == 0) return;
