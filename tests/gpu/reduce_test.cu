@@ -1,6 +1,7 @@
 // Reductions against host loops: sum, max and mean over the first, a middle and the last
-// dimension; short rows (a warp each), long rows (a block each), strided columns; operands
-// that are views and operands that are expressions; size-1 and empty reduced dimensions.
+// dimension; short rows (a warp each), long rows (a block each), strided columns, walked whole
+// and cut into chunks; operands that are views and operands that are expressions; size-1 and
+// empty reduced dimensions.
 #include "gpu_test.cuh"
 
 #include <string>
@@ -186,6 +187,9 @@ int main() {
     over_each_dimension<double>(5, 1, 33, -1, 1);
     over_each_dimension<float>(2, 300, 3, 0.5, 1.5);
     over_each_dimension<double>(2, 3, 2049, -1, 1);
+    // Columns cut into chunks (reduce_kernels.cuh): a bias's gradient over a batch's positions.
+    over_each_dimension<float>(1, 25'000, 512, 0.5, 1.5);
+    over_each_dimension<double>(3, 257, 40, -1, 1);
     for (const index_t n : {1, 2, 31, 32, 33, 100, 1023, 1024, 1025, 4099}) {
       rows<float>(17, n);
       rows<double>(17, n);
