@@ -485,6 +485,8 @@ void all_of_type() {
     for (const index_t width : {index_t{1}, index_t{33}, index_t{512}})
       for (const index_t count : {index_t{1}, index_t{17}}) gather_and_scatter<T>(vocabulary, width, count);
   gather_and_scatter<T>(50, 64, 3000);  // many repeats of each id
+  gather_and_scatter<T>(2, 40, 1500);    // runs of hundreds of positions: many windows of a block's width
+  gather_and_scatter<T>(3, 2100, 40);    // more columns than a block's threads hold at once (8 × 256)
   select_and_copy<T>();
   masks<T>();
   for (const index_t rows : {index_t{1}, index_t{5}})

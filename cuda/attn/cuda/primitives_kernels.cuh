@@ -114,20 +114,71 @@ __global__ void gather_rows(T* out, const T* table, index_t rows, index_t width,
   }
 }
 
+/// Columns a thread of scatter_add_sorted sums at once, in registers: 8 × 256 threads = 2 048.
+inline constexpr int scatter_columns_a_thread = 8;
+
 /// One block per run of equal ids in `sorted_ids` (sorted stably, so a run lists its positions
 /// in order): table[id, c] += rows_in[position, c] · scale, position after position, as the CPU.
+/// The run's positions are staged in shared memory a block's width at a time, and each thread
+/// keeps up to 8 columns' sums in registers: the loads of a row do not wait for the previous
+/// row's sums, only the additions keep their order. (A frequent token's run, the end of every
+/// sentence, is thousands of positions.) blockDim.x is at most `block`.
 template <class T, class Id, class C = accumulate_t<T>>
 __global__ void scatter_add_sorted(T* table, index_t width, const T* rows_in, const Id* sorted_ids,
                                    const index_t* positions, index_t count, C scale) {
+  __shared__ index_t staged[block];
+  __shared__ bool same_id[block];
+  const index_t window = blockDim.x;
+  const index_t columns_at_once = window * scatter_columns_a_thread;
   for (index_t start = blockIdx.x; start < count; start += gridDim.x) {
     if (start > 0 && sorted_ids[start - 1] == sorted_ids[start]) continue;  // not the first of its run
     const Id id = sorted_ids[start];
+    // The run's end: ids are sorted, so a window's flags are trues, then falses.
+    index_t end = start;
+    for (;;) {
+      __syncthreads();  // the previous window's flags have been read
+      const index_t j = end + threadIdx.x;
+      same_id[threadIdx.x] = j < count && sorted_ids[j] == id;
+      __syncthreads();
+      if (same_id[window - 1]) {
+        end += window;
+        continue;
+      }
+      index_t low = 0, high = window - 1;  // the first false flag, in [low, high]
+      while (low < high) {
+        const index_t middle = (low + high) / 2;
+        if (same_id[middle]) low = middle + 1;
+        else high = middle;
+      }
+      end += low;
+      break;
+    }
     T* to = table + static_cast<index_t>(id) * width;
-    for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-      C sum = C(to[c]);
-      for (index_t j = start; j < count && sorted_ids[j] == id; ++j)
-        sum = add_rn(sum, mul_rn(C(rows_in[positions[j] * width + c]), scale));
-      to[c] = T(sum);
+    for (index_t first_column = 0; first_column < width; first_column += columns_at_once) {
+      C sum[scatter_columns_a_thread];
+#pragma unroll
+      for (int q = 0; q < scatter_columns_a_thread; ++q) {
+        const index_t c = first_column + threadIdx.x + q * window;
+        sum[q] = c < width ? C(to[c]) : C(0);
+      }
+      for (index_t at = start; at < end; at += window) {
+        __syncthreads();  // the previous window's positions have been read
+        if (at + threadIdx.x < end) staged[threadIdx.x] = positions[at + threadIdx.x];
+        __syncthreads();
+        const index_t rows = end - at < window ? end - at : window;
+        for (index_t k = 0; k < rows; ++k) {
+          const T* from = rows_in + staged[k] * width + first_column + threadIdx.x;
+#pragma unroll
+          for (int q = 0; q < scatter_columns_a_thread; ++q)
+            if (first_column + threadIdx.x + q * window < width)
+              sum[q] = add_rn(sum[q], mul_rn(C(from[q * window]), scale));
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < scatter_columns_a_thread; ++q) {
+        const index_t c = first_column + threadIdx.x + q * window;
+        if (c < width) to[c] = T(sum[q]);
+      }
     }
   }
 }

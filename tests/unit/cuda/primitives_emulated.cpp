@@ -2,8 +2,9 @@
 // primitives_kernels.cuh) run on the CPU emulator (attn/cuda/emulator.hpp): softmax rows
 // forward and backward, log-softmax rows, LayerNorm rows forward and
 // backward (its blocks' partial sums and the last block's total), block copies from a list of
-// sources, row selection, dropout and attention masks. The other primitives
-// (gathers and scatters by id, the loss, Adam, norms, fills) are the CPU's here. Memory is host
+// sources, row selection, dropout and attention masks, and the embedding gradient's sums after
+// the sort (on the host here, CUB's on the GPU). The other primitives (gathers by id, the
+// loss, Adam, norms, fills) are the CPU's here. Memory is host
 // memory, so the launches below take the kernels' host pointers; their grids are smaller than
 // the GPU's (a few blocks), which sends the kernels' grid-stride loops round more often.
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
@@ -36,6 +37,22 @@ struct primitives : attn::primitives<attn::cpu> {
   /// primitives<cuda>'s threads for a row of `width`: a warp multiple up to 256.
   static dim3 row_block(index_t width) {
     return dim3(unsigned(std::min<index_t>(256, std::max<index_t>(32, (width + 31) / 32 * 32))));
+  }
+
+  /// The GPU's run sums after the sort CUB's stable radix sort gives: (id, position) pairs by
+  /// id, positions in order within an id.
+  template <class T, class Id>
+  static void scatter_add_rows(T* table, index_t width, const T* rows_in, const Id* ids, index_t count,
+                               accumulate_t<T> scale) {
+    if (count == 0) return;
+    std::vector<index_t> positions(static_cast<std::size_t>(count));
+    for (index_t i = 0; i < count; ++i) positions[std::size_t(i)] = i;
+    std::stable_sort(positions.begin(), positions.end(), [&](index_t a, index_t b) { return ids[a] < ids[b]; });
+    std::vector<Id> sorted_ids(positions.size());
+    for (std::size_t i = 0; i < positions.size(); ++i) sorted_ids[i] = ids[positions[i]];
+    emulator::launch(kernels::scatter_add_sorted<T, Id>, grid(count), row_block(width), 0, table, width, rows_in,
+                     static_cast<const Id*>(sorted_ids.data()), static_cast<const index_t*>(positions.data()), count,
+                     scale);
   }
 
   template <class T>
