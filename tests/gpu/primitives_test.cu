@@ -498,7 +498,8 @@ void all_of_type() {
   softmax_rows<T>(1, 4, 3, 1000);
   for (const index_t rows : {index_t{1}, index_t{5}})
     for (const index_t width : {index_t{1}, index_t{33}, index_t{4003}}) log_softmax_rows<T>(rows, width);
-  for (const index_t rows : {index_t{1}, index_t{17}, index_t{9001}})  // 9001: more than 512 blocks of 16
+  // 4000: 250 blocks, 16 groups of blocks, the last of 10; 9001: more than 512 blocks of 16.
+  for (const index_t rows : {index_t{1}, index_t{17}, index_t{4000}, index_t{9001}})
     for (const index_t width : {index_t{1}, index_t{33}, index_t{512}}) layer_norm_rows<T>(rows, width);
 }
 

@@ -268,12 +268,12 @@ struct primitives<cuda> {
     const cuda_backend::primitive_kernels::layer_norm_backward_launch<accumulate_t<T>> launch(rows, width,
                                                                                               gain_grad || bias_grad);
     cuda_backend::scratch_ptr scratch = cuda_backend::allocate_scratch(launch.scratch_bytes);
-    unsigned* finished = launch.finished(scratch.get(), width);
-    if (finished) ATTN_CUDA_CHECK(cudaMemsetAsync(finished, 0, sizeof(unsigned), cuda_backend::stream()));
+    unsigned* counters = launch.counters(scratch.get(), width);
+    if (counters) ATTN_CUDA_CHECK(cudaMemsetAsync(counters, 0, launch.counter_bytes(), cuda_backend::stream()));
     cuda_backend::primitive_kernels::
         layer_norm_rows_backward<<<unsigned(launch.blocks), block, 0, cuda_backend::stream()>>>(
             dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
-            launch.partial(scratch.get()), finished);
+            launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 

@@ -421,31 +421,40 @@ inline constexpr int layer_norm_rows_at_once = 64;
 
 /// layer_norm_rows_backward's launch: at most 512 blocks of at least 16 rows each, whatever the
 /// GPU, so that the gain's and bias's sums are added in the same order on every device; with
-/// those sums, scratch for the blocks' partials [blocks, 2, width] and then the counter of
-/// finished blocks (zeroed before the launch).
+/// those sums, scratch for the blocks' partials [blocks, 2, width], then each group of 16
+/// blocks' sums [groups, 2, width], then a counter of finished blocks for each group and one of
+/// finished groups (`counters`, `counter_bytes` of them zeroed before the launch).
 template <class C>
 struct layer_norm_backward_launch {
-  index_t blocks, rows_a_block;
+  static constexpr index_t blocks_a_group = 16;
+  index_t blocks, rows_a_block, groups;
   std::size_t scratch_bytes;  // 0 without sums
   layer_norm_backward_launch(index_t rows, index_t width, bool sums)
       : blocks(rows < 512 * 16 ? (rows + 15) / 16 : 512),
         rows_a_block((rows + blocks - 1) / blocks),
-        scratch_bytes(sums ? sizeof(C) * std::size_t(blocks * 2 * width) + sizeof(C) : 0) {}
+        groups((blocks + blocks_a_group - 1) / blocks_a_group),
+        scratch_bytes(sums ? sizeof(C) * std::size_t((blocks + groups) * 2 * width) + counter_bytes() : 0) {}
   C* partial(void* scratch) const { return static_cast<C*>(scratch); }
-  unsigned* finished(void* scratch, index_t width) const {
-    return scratch_bytes ? reinterpret_cast<unsigned*>(partial(scratch) + blocks * 2 * width) : nullptr;
+  C* group_partial(void* scratch, index_t width) const { return partial(scratch) + blocks * 2 * width; }
+  unsigned* counters(void* scratch, index_t width) const {
+    return scratch_bytes ? reinterpret_cast<unsigned*>(group_partial(scratch, width) + groups * 2 * width) : nullptr;
   }
+  std::size_t counter_bytes() const { return sizeof(unsigned) * std::size_t(groups + 1); }
 };
 
 /// LayerNorm's backward pass in one launch. Each block takes a run of rows: a warp a row for
 /// the row's mean(g) and mean(g ⊙ x̂), then a thread a column for dx and for the block's
 /// partial sums of the gain and bias gradients, written to `partial` [blocks, 2, width]. The
-/// last block to finish adds every block's partials in block order: no atomics on the sums,
-/// so the result does not depend on which block ran first.
+/// last block of each group of 16 to finish adds the group's partials in block order, and the
+/// last group to finish adds the groups' sums in group order: no atomics on the sums, so the
+/// result does not depend on which block ran first. (One last block adding all 512 blocks'
+/// partials, as until 2026-11-27, read 2 048 of them a thread at width 512 while the rest of
+/// the GPU waited; now 64, then 128.)
 template <class T, class C = accumulate_t<T>>
 __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
                                          const C* row_mean, const C* row_rstd, const T* gain, index_t rows,
-                                         index_t width, index_t rows_a_block, C* partial, unsigned* finished) {
+                                         index_t width, index_t rows_a_block, C* partial, C* group_partial,
+                                         unsigned* finished) {
   __shared__ C g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
   __shared__ bool last_block;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -498,16 +507,34 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
     __syncthreads();
   }
   if (!sums) return;
-  __threadfence();  // this block's partials are visible to the last block before it counts
+  constexpr index_t blocks_a_group = layer_norm_backward_launch<C>::blocks_a_group;
+  const index_t group = blockIdx.x / blocks_a_group, groups = (gridDim.x + blocks_a_group - 1) / blocks_a_group;
+  const index_t first_block = group * blocks_a_group;
+  const index_t end_block = first_block + blocks_a_group < gridDim.x ? first_block + blocks_a_group : gridDim.x;
+  __threadfence();  // this block's partials are visible to its group's last block before it counts
   __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(finished, 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) last_block = atomicAdd(finished + group, 1u) == unsigned(end_block - first_block) - 1;
   __syncthreads();
   if (!last_block) return;
   for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
     C gain_total = 0, bias_total = 0;
-    for (index_t b = 0; b < gridDim.x; ++b) {
+    for (index_t b = first_block; b < end_block; ++b) {
       gain_total += __ldcg(partial + b * 2 * width + c);  // from L2: other blocks wrote them
       bias_total += __ldcg(partial + (b * 2 + 1) * width + c);
+    }
+    group_partial[group * 2 * width + c] = gain_total;
+    group_partial[(group * 2 + 1) * width + c] = bias_total;
+  }
+  __threadfence();  // the group's sums are visible to the last group before it counts
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(finished + groups, 1u) == unsigned(groups) - 1;
+  __syncthreads();
+  if (!last_block) return;
+  for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
+    C gain_total = 0, bias_total = 0;
+    for (index_t g = 0; g < groups; ++g) {
+      gain_total += __ldcg(group_partial + g * 2 * width + c);
+      bias_total += __ldcg(group_partial + (g * 2 + 1) * width + c);
     }
     if (gain_grad) gain_grad[c] = T(C(gain_grad[c]) + gain_total);
     if (bias_grad) bias_grad[c] = T(C(bias_grad[c]) + bias_total);

@@ -128,11 +128,11 @@ struct primitives : attn::primitives<attn::cpu> {
     if (rows == 0 || (!dx && !gain_grad && !bias_grad)) return;
     const kernels::layer_norm_backward_launch<accumulate_t<T>> launch(rows, width, gain_grad || bias_grad);
     const auto scratch = emulator::runtime::scratch(launch.scratch_bytes);
-    unsigned* finished = launch.finished(scratch.get(), width);
-    if (finished) emulator::runtime::zero(finished, sizeof(unsigned));
+    unsigned* counters = launch.counters(scratch.get(), width);
+    if (counters) emulator::runtime::zero(counters, launch.counter_bytes());
     emulator::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
                      add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
-                     launch.partial(scratch.get()), finished);
+                     launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);
   }
 };
 
