@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
 # Packs what a CUDA build made for a GPU machine that should not have to compile: the gpu suite's
-# executables, attn-train, attn-translate and bench/attention_gpu (and attention_gpu_one_row_block where built), and the shared libraries they need that such a
+# executables, attn-train, attn-translate, bench/attention_gpu and bench/primitives_gpu (and
+# attention_gpu_one_row_block where built), and the shared libraries they need that such a
 # machine lacks (OpenBLAS, oneDNN, SentencePiece, Open MPI's, gfortran's), into one compressed file.
 # There, `ATTN_GPU_PREBUILT=FILE scripts/gpu.sh` unpacks it and runs the suite and the
 # benchmarks without configuring or compiling. The CUDA run-time, cuBLAS and NCCL are left
 # out: the GPU machine's toolkit or PyTorch's wheels have them (gpu.sh finds them).
 # Build first, with the presets the benchmarks need (meson configure BUILD -Dexample_models=tiny,base)
-# and attention_gpu, which is built on demand (ninja -C BUILD bench/attention_gpu; the same for
-# bench/attention_gpu_one_row_block, the tensor-core forward's former layout, to compare).
+# and attention_gpu and primitives_gpu, which are built on demand (ninja -C BUILD
+# bench/attention_gpu bench/primitives_gpu; the same for bench/attention_gpu_one_row_block, the
+# tensor-core forward's former layout, to compare).
 #
 #   scripts/gpu-bundle.sh [BUILD [FILE]]   BUILD defaults to build/, FILE to build-bundle/gpu.tar.xz
 #   ATTN_BUNDLE_PROGRAMS=0                 the gpu tests alone (gpu.sh then skips the programs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 build=${1:-build}
 file=${2:-build-bundle/gpu.tar.xz}
 [[ -x $build/tests/gpu/gpu_device_query ]] \
   || { echo "gpu-bundle: $build has no CUDA build of the gpu tests (ninja -C $build)" >&2; exit 1; }
-programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu)
+programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu
+  "$build"/bench/primitives_gpu)
 # attention_gpu_one_row_block (the forward's former layout, on demand too) comes along where built.
 [[ -f $build/bench/attention_gpu_one_row_block ]] && programs+=("$build"/bench/attention_gpu_one_row_block)
 [[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
@@ -40,7 +43,7 @@ done
 if [[ -n $stale ]]; then
   echo "gpu-bundle: these CUDA objects or programs are older than $newest, and Meson does not rebuild them for a header:" >&2
   echo "$stale" >&2
-  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu" \
+  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu bench/primitives_gpu" \
     "(and bench/attention_gpu_one_row_block, or delete it)" >&2
   exit 1
 fi

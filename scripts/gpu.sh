@@ -15,7 +15,8 @@
 #
 #   scripts/gpu.sh                      build, test, benchmark
 #   ATTN_GPU_BENCH=0 scripts/gpu.sh     build and test only
-#   ATTN_GPU_BENCH=attention,train,nccl,decode   those benchmarks only (default all)
+#   ATTN_GPU_BENCH=attention,train,nccl,decode,primitives   those benchmarks only (default all;
+#                                       primitives: bench/primitives_gpu, a step's sums over positions)
 #   ATTN_GPU_BENCH=...,layouts          also the tensor-core forward at 32 queries a warp (d = 64)
 #                                       against its former 16 (attention_gpu_one_row_block); not in all
 #   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train base bf16
@@ -29,7 +30,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -63,6 +64,7 @@ if [[ -n $prebuilt ]]; then
   attn_translate=$bin/attn-translate
   attention_gpu=$bin/attention_gpu
   attention_gpu_one_row_block=$bin/attention_gpu_one_row_block
+  primitives_gpu=$bin/primitives_gpu
   if [[ ! -x $attn_train ]]; then  # a bundle of the gpu tests alone
     echo "the bundle has no attn-train: programs_test and the benchmarks are left out"
     export ATTN_GPU_BENCH=0
@@ -102,6 +104,7 @@ else
   attn_translate=$out/examples/attn-translate
   attention_gpu=$out/bench/attention_gpu
   attention_gpu_one_row_block=$out/bench/attention_gpu_one_row_block
+  primitives_gpu=$out/bench/primitives_gpu
 fi
 mkdir -p "$report"
 report=$(cd "$report" && pwd)
@@ -130,7 +133,7 @@ if [[ -z $prebuilt ]]; then
   start=$SECONDS
   meson compile -C "$out" 2>&1 | tail -n 30
   [[ ${PIPESTATUS[0]} -eq 0 ]] || die "compile failed"
-  meson compile -C "$out" attention_gpu 2>&1 | tail -n 30  # built on demand only
+  meson compile -C "$out" attention_gpu primitives_gpu 2>&1 | tail -n 30  # built on demand only
   if [[ ,${ATTN_GPU_BENCH:-}, == *,layouts,* ]]; then
     meson compile -C "$out" attention_gpu_one_row_block 2>&1 | tail -n 30
   fi
@@ -211,6 +214,18 @@ if wants attention; then
     bench_lines+=("attention: $report/attention.txt")
   else
     echo "skipped: no $attention_gpu"
+  fi
+fi
+
+if wants primitives; then
+  # A bias's gradient as it ran until 2026-11-27 (a thread a column) and now (chunks), LayerNorm's
+  # backward pass and the embedding gradient, each alone at 8000 and 25000 positions.
+  heading "benchmark: a training step's sums over positions (primitives_gpu)"
+  if [[ -x $primitives_gpu ]]; then
+    "$primitives_gpu" 2>&1 | tee "$report/primitives.txt" | grep -v '^{'
+    bench_lines+=("primitives: $report/primitives.txt")
+  else
+    echo "skipped: no $primitives_gpu (meson compile -C BUILD primitives_gpu)"
   fi
 fi
 

@@ -1,0 +1,228 @@
+// The training step's sums over positions on the GPU, each timed alone with CUDA events (the
+// median of --repeat runs after two warm-up runs), at a batch's sizes:
+// - a bias's gradient, Σ dy over the rows of [rows, width] (grad::linear, 96 of them in a base
+//   step): one thread a column, as every column ran until 2026-11-27
+//   (reduce_kernels::columns_kernel), and now (attn::sum, cut into chunks by reduce.cuh);
+// - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (31 in a base step);
+// - the embedding gradient (primitives::scatter_add_rows) of `rows` positions of a vocabulary
+//   of 8000, where one id in 25 is the same (every sentence's end), width 512.
+// One JSON line a measurement, then a table: microseconds and the bytes read a microsecond.
+//   primitives_gpu [--rows 8000,25000] [--widths 512,2048] [--types bf16,fp32] [--repeat 20]
+#include <attn/cuda/cuda.cuh>
+#include <attn/cuda/reduce_kernels.cuh>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace attn;
+using gpu = attn::cuda;  // not plain `cuda`: CUDA's headers have a namespace of that name
+using rows_dim = dim<"rows">;
+using width_dim = dim<"width">;
+using matrix = shape<rows_dim, width_dim>;
+
+struct options {
+  std::vector<index_t> rows{8000, 25000};
+  std::vector<index_t> widths{512, 2048};
+  std::vector<std::string> types{"bf16", "fp32"};
+  int repeat = 20;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  return parts;
+}
+
+std::vector<index_t> numbers(const std::string& flag, const std::string& text) {
+  std::vector<index_t> values;
+  for (const auto& part : split(text)) {
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size() || value < 1) throw std::invalid_argument(flag + ": expected positive integers, got " + text);
+    values.push_back(index_t(value));
+  }
+  return values;
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::puts(
+          "primitives_gpu: a training step's sums over positions on the GPU, each timed alone\n"
+          "  --rows N,N,...     positions of a batch (default 8000,25000)\n"
+          "  --widths N,N,...   the bias gradients' widths (default 512,2048)\n"
+          "  --types T,T        bf16, fp32 (default both)\n"
+          "  --repeat N         timed runs, after 2 warm-up runs (default 20)");
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value (--help)");
+    const std::string value = argv[++i];
+    if (flag == "--rows") o.rows = numbers(flag, value);
+    else if (flag == "--widths") o.widths = numbers(flag, value);
+    else if (flag == "--types") o.types = split(value);
+    else if (flag == "--repeat") o.repeat = int(numbers(flag, value).front());
+    else throw std::invalid_argument("unknown option " + flag + " (--help)");
+  }
+  return o;
+}
+
+/// Median microseconds of `run` over `repeat` timed runs after two warm-up runs.
+double median_us(int repeat, const std::function<void()>& run) {
+  cudaStream_t stream = cuda_backend::stream();
+  for (int i = 0; i < 2; ++i) run();
+  std::vector<float> times;
+  cudaEvent_t start, stop;
+  ATTN_CUDA_CHECK(cudaEventCreate(&start));
+  ATTN_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < repeat; ++i) {
+    ATTN_CUDA_CHECK(cudaEventRecord(start, stream));
+    run();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop, stream));
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  ATTN_CUDA_CHECK(cudaEventDestroy(start));
+  ATTN_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return 1000.0 * times[times.size() / 2];
+}
+
+template <class T>
+tensor<T, matrix, gpu> random_device(index_t rows, index_t width, unsigned seed) {
+  tensor<T, matrix> host(rows, width);
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (index_t i = 0; i < host.size(); ++i) host.data()[i] = T(normal(generator));
+  return to_device<gpu>(host);
+}
+
+struct measurement {
+  std::string what, type;
+  index_t rows, width;
+  double us, bytes;
+};
+std::vector<measurement> measured;
+
+void report(measurement m) {
+  std::printf("{\"what\": \"%s\", \"type\": \"%s\", \"rows\": %lld, \"width\": %lld, \"us\": %.2f, \"gb_per_s\": %.1f}\n",
+              m.what.c_str(), m.type.c_str(), static_cast<long long>(m.rows), static_cast<long long>(m.width), m.us,
+              m.bytes / m.us / 1000.0);
+  std::fflush(stdout);
+  measured.push_back(std::move(m));
+}
+
+template <class T>
+void column_sums(const options& o, const std::string& type) {
+  for (const index_t rows : o.rows)
+    for (const index_t width : o.widths) {
+      const auto dy = random_device<T>(rows, width, 1);
+      tensor<T, shape<width_dim>, gpu> db(width);
+      const double bytes = double(rows * width) * sizeof(T);
+      const int block = cuda_backend::reduce_kernels::block;
+      const unsigned grid = cuda_backend::detail::grid_for(width, block);
+      report({"bias gradient, a thread a column (until 2026-11-27)", type, rows, width, median_us(o.repeat, [&] {
+                cuda_backend::reduce_kernels::columns_kernel<op::sum, T, T>
+                    <<<grid, block, 0, cuda_backend::stream()>>>(dy.data(), db.data(), 1, rows, width);
+                ATTN_CUDA_CHECK(cudaGetLastError());
+              }), bytes});
+      report({"bias gradient, chunks (attn::sum)", type, rows, width,
+              median_us(o.repeat, [&] { db = sum<rows_dim>(dy); }), bytes});
+    }
+}
+
+template <class T>
+void layer_norm_backward(const options& o, const std::string& type) {
+  using C = accumulate_t<T>;
+  const index_t width = 512;
+  for (const index_t rows : o.rows) {
+    const auto dy = random_device<T>(rows, width, 2);
+    const auto x = random_device<T>(rows, width, 3);
+    const auto gain = random_device<T>(1, width, 4);
+    tensor<T, matrix, gpu> dx(rows, width);
+    tensor<T, matrix, gpu> gain_grad(1, width), bias_grad(1, width);
+    tensor<C, shape<rows_dim>, gpu> mean(rows), rstd(rows);
+    primitives<gpu>::fill(mean.data(), rows, C(0));
+    primitives<gpu>::fill(rstd.data(), rows, C(1));
+    // dy, x and dx, and the sums' partials, are what the pass moves.
+    const double bytes = 3.0 * double(rows * width) * sizeof(T);
+    report({"LayerNorm backward with gain and bias sums", type, rows, width, median_us(o.repeat, [&] {
+              primitives<gpu>::layer_norm_rows_backward(dx.data(), false, gain_grad.data(), bias_grad.data(), dy.data(),
+                                                        x.data(), mean.data(), rstd.data(), gain.data(), rows, width);
+            }), bytes});
+  }
+}
+
+template <class T>
+void embedding_gradient(const options& o, const std::string& type) {
+  const index_t width = 512, vocabulary = 8000;
+  for (const index_t rows : o.rows) {
+    const auto rows_in = random_device<T>(rows, width, 5);
+    tensor<T, matrix, gpu> table(vocabulary, width);
+    primitives<gpu>::fill(table.data(), table.size(), T(0));
+    std::vector<std::int32_t> host_ids(static_cast<std::size_t>(rows));
+    std::mt19937 generator(6);
+    std::uniform_int_distribution<std::int32_t> any(3, std::int32_t(vocabulary - 1));
+    for (index_t i = 0; i < rows; ++i) host_ids[std::size_t(i)] = i % 25 == 24 ? 2 : any(generator);
+    std::int32_t* ids = static_cast<std::int32_t*>(memory<gpu>::allocate(host_ids.size() * sizeof(std::int32_t)));
+    memory<gpu>::copy_from_host(ids, host_ids.data(), host_ids.size() * sizeof(std::int32_t));
+    const double bytes = double(rows * width) * sizeof(T);
+    report({"embedding gradient (one id in 25 the same)", type, rows, width, median_us(o.repeat, [&] {
+              primitives<gpu>::scatter_add_rows(table.data(), width, rows_in.data(), ids, rows, accumulate_t<T>(1));
+            }), bytes});
+    memory<gpu>::deallocate(ids);
+  }
+}
+
+template <class T>
+void all(const options& o, const std::string& type) {
+  column_sums<T>(o, type);
+  layer_norm_backward<T>(o, type);
+  embedding_gradient<T>(o, type);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const options o = parse(argc, argv);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::fprintf(stderr, "primitives_gpu: no CUDA device\n");
+      return 77;
+    }
+    for (const auto& type : o.types) {
+      if (type == "bf16") all<bfloat16>(o, type);
+      else if (type == "fp32") all<float>(o, type);
+      else throw std::invalid_argument("--types: bf16 or fp32, not " + type);
+    }
+    std::printf("\n| what | type | rows | width | µs | GB/s |\n|---|---|---:|---:|---:|---:|\n");
+    for (const auto& m : measured)
+      std::printf("| %s | %s | %lld | %lld | %.1f | %.0f |\n", m.what.c_str(), m.type.c_str(),
+                  static_cast<long long>(m.rows), static_cast<long long>(m.width), m.us, m.bytes / m.us / 1000.0);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "primitives_gpu: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
