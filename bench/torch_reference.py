@@ -23,7 +23,10 @@ CONFIGS = {  # d_model, d_ff, heads, layers (N); d_k = d_v = d_model / h
     "tiny": (128, 512, 4, 2),
     "small": (256, 1024, 4, 3),
     "base": (512, 2048, 8, 6),
+    "big": (1024, 4096, 16, 6),
 }
+# P_drop where a preset differs from the paper's 0.1 (Table 3's big row; nn::big).
+DROPOUT = {"big": 0.3}
 
 
 def _define():

@@ -5,7 +5,7 @@ attn-train first trains the shared BPE vocabulary alone (--max-steps 0, so Sente
 training counts in neither side's memory). Then attn-train (--config small by default, that
 vocabulary via --vocab) trains for --steps steps in a temporary --out, and a PyTorch
 reference trains the same model (bench/torch_reference.py, like_attn=True: attn's
-parameters, no final LayerNorm on the stacks, dropout 0.1 on embeddings and residuals only)
+parameters, no final LayerNorm on the stacks, dropout 0.1 (big: 0.3) on embeddings and residuals only)
 for the same number of steps on the same pairs, with the recipe of attn-train:
 
 - vocabulary: the SentencePiece BPE model attn-train trained (its OUT/vocab.model), read with
@@ -65,7 +65,7 @@ from child_process import INSTALL_HINT, check_python, run_child  # standard libr
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from torch_reference import CONFIGS  # noqa: E402  (torch-free import)
+from torch_reference import CONFIGS, DROPOUT  # noqa: E402  (torch-free import)
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # attn::text::subword_model's fixed ids
 MAX_LENGTH = 256                 # attn-train's --max-length default
@@ -224,8 +224,8 @@ def torch_worker(spec):
 
     vocab = processor.get_piece_size()
     d_model, d_ff, heads, layers = CONFIGS[spec["config"]]
-    model = Model(vocab, d_model, d_ff, heads, layers, spec["max_length"] + 1, dropout=0.1,
-                  like_attn=not spec["stock"])
+    model = Model(vocab, d_model, d_ff, heads, layers, spec["max_length"] + 1,
+                  dropout=DROPOUT.get(spec["config"], 0.1), like_attn=not spec["stock"])
     model.to(device)
     model.train()
     parameters = list(model.parameters())

@@ -6,7 +6,7 @@
 # There, `ATTN_GPU_PREBUILT=FILE scripts/gpu.sh` unpacks it and runs the suite and the
 # benchmarks without configuring or compiling. The CUDA run-time, cuBLAS and NCCL are left
 # out: the GPU machine's toolkit or PyTorch's wheels have them (gpu.sh finds them).
-# Build first, with the presets the benchmarks need (meson configure BUILD -Dexample_models=tiny,base)
+# Build first, with the presets the benchmarks need (meson configure BUILD -Dexample_models=tiny,base,big)
 # and attention_gpu and primitives_gpu, which are built on demand (ninja -C BUILD
 # bench/attention_gpu bench/primitives_gpu; the same for bench/attention_gpu_one_row_block, the
 # tensor-core forward's former layout, to compare).

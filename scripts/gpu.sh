@@ -251,12 +251,18 @@ fi
 if wants train; then
   IFS=, read -r -a presets <<< "$models"
   for preset in "${presets[@]}"; do
-    heading "benchmark: training $preset, attn against PyTorch on the GPU (fp32, TF32 off)"
-    python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
-      --threads 4 --python python3 --attn-train "$attn_train" --json "$report/train-$preset.json" \
-      2>&1 | tee "$report/train-$preset.txt"
-    bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
-    bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
+    if [[ $preset == big ]]; then
+      # big: bf16 alone, issue 17's target (model FLOP utilisation above 40 %); in fp32 it
+      # would take minutes of the lease.
+      bench_lines+=("train big: fp32 left out (bf16 alone)")
+    else
+      heading "benchmark: training $preset, attn against PyTorch on the GPU (fp32, TF32 off)"
+      python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
+        --threads 4 --python python3 --attn-train "$attn_train" --json "$report/train-$preset.json" \
+        2>&1 | tee "$report/train-$preset.txt"
+      bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
+      bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
+    fi
     heading "benchmark: training $preset, attn --precision bf16 against PyTorch autocast bf16 on the GPU"
     python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
       --precision bf16 --threads 4 --python python3 --attn-train "$attn_train" \
