@@ -3,7 +3,7 @@
 // - a bias's gradient, Σ dy over the rows of [rows, width] (grad::linear, 96 of them in a base
 //   step): one thread a column, as every column ran until 2026-11-27
 //   (reduce_kernels::columns_kernel), and now (attn::sum, cut into chunks by reduce.cuh);
-// - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (31 in a base step);
+// - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (30 in a base step);
 // - the embedding gradient (primitives::scatter_add_rows) of `rows` positions of a vocabulary
 //   of 8000, where one id in 25 is the same (every sentence's end), width 512.
 // One JSON line a measurement, then a table: microseconds and the bytes read a microsecond.
