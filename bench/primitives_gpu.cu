@@ -6,7 +6,9 @@
 // - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (30 in a base step);
 // - the embedding gradient (primitives::scatter_add_rows) of `rows` positions of a vocabulary
 //   of 8000, where one id in 25 is the same (every sentence's end), width 512.
-// One JSON line a measurement, then a table: microseconds and the bytes read a microsecond.
+// One JSON line a measurement, then a table: microseconds, and GB/s as the operand's bytes
+// (the bias gradient's dy; LayerNorm's dy, x and dx; the embedding gradient's rows, though its
+// time includes the sort) over the time: a rate to compare, not always the bytes moved.
 //   primitives_gpu [--rows 8000,25000] [--widths 512,2048] [--types bf16,fp32] [--repeat 20]
 #include <attn/cuda/cuda.cuh>
 #include <attn/cuda/reduce_kernels.cuh>
@@ -14,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -21,6 +24,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -55,7 +59,8 @@ std::vector<index_t> numbers(const std::string& flag, const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != part.size() || value < 1) throw std::invalid_argument(flag + ": expected positive integers, got " + text);
+    if (used != part.size() || value < 1)
+      throw std::invalid_argument(flag + ": expected positive integers, got " + text);
     values.push_back(index_t(value));
   }
   return values;
@@ -79,7 +84,7 @@ options parse(int argc, char** argv) {
     if (flag == "--rows") o.rows = numbers(flag, value);
     else if (flag == "--widths") o.widths = numbers(flag, value);
     else if (flag == "--types") o.types = split(value);
-    else if (flag == "--repeat") o.repeat = int(numbers(flag, value).front());
+    else if (flag == "--repeat") o.repeat = int(std::min<index_t>(numbers(flag, value).front(), 100000));
     else throw std::invalid_argument("unknown option " + flag + " (--help)");
   }
   return o;
@@ -125,7 +130,8 @@ struct measurement {
 std::vector<measurement> measured;
 
 void report(measurement m) {
-  std::printf("{\"what\": \"%s\", \"type\": \"%s\", \"rows\": %lld, \"width\": %lld, \"us\": %.2f, \"gb_per_s\": %.1f}\n",
+  std::printf("{\"what\": \"%s\", \"type\": \"%s\", \"rows\": %lld, \"width\": %lld, \"us\": %.2f, "
+              "\"gb_per_s\": %.1f}\n",
               m.what.c_str(), m.type.c_str(), static_cast<long long>(m.rows), static_cast<long long>(m.width), m.us,
               m.bytes / m.us / 1000.0);
   std::fflush(stdout);
@@ -164,7 +170,7 @@ void layer_norm_backward(const options& o, const std::string& type) {
     tensor<C, shape<rows_dim>, gpu> mean(rows), rstd(rows);
     primitives<gpu>::fill(mean.data(), rows, C(0));
     primitives<gpu>::fill(rstd.data(), rows, C(1));
-    // dy, x and dx, and the sums' partials, are what the pass moves.
+    // dy, x and dx: the rate's bytes (dy and x are read twice, the partials not counted).
     const double bytes = 3.0 * double(rows * width) * sizeof(T);
     report({"LayerNorm backward with gain and bias sums", type, rows, width, median_us(o.repeat, [&] {
               primitives<gpu>::layer_norm_rows_backward(dx.data(), false, gain_grad.data(), bias_grad.data(), dy.data(),

@@ -223,7 +223,11 @@ if wants primitives; then
   heading "benchmark: a training step's sums over positions (primitives_gpu)"
   if [[ -x $primitives_gpu ]]; then
     "$primitives_gpu" 2>&1 | tee "$report/primitives.txt" | grep -v '^{'
-    bench_lines+=("primitives: $report/primitives.txt")
+    if [[ ${PIPESTATUS[0]} == 0 ]]; then
+      bench_lines+=("primitives: $report/primitives.txt")
+    else
+      bench_lines+=("primitives: failed (see $report/primitives.txt)")
+    fi
   else
     echo "skipped: no $primitives_gpu (meson compile -C BUILD primitives_gpu)"
   fi

@@ -56,11 +56,25 @@ attn::tensor<token, list, attn::cpu> random_ids(index_t count, index_t vocabular
   return random_host<token>(extents<list>(count), 0, double(vocabulary - 1));
 }
 
+/// ids in [0, vocabulary): random with repeats, or, given `runs`, runs of those lengths of ids
+/// 0, 1, 2, ... in turn (a run's end where the GPU's kernel reads ids a block's width at a time).
 template <class T>
-void gather_and_scatter(index_t vocabulary, index_t width, index_t count) {
-  const std::string tag = type_name<T>() + " " + sizes_text(vocabulary, width) + " x" + std::to_string(count);
+void gather_and_scatter(index_t vocabulary, index_t width, index_t count, std::vector<index_t> runs = {}) {
+  std::string tag = type_name<T>() + " " + sizes_text(vocabulary, width) + " x" + std::to_string(count);
+  auto ids = random_ids(count, vocabulary);
+  if (!runs.empty()) {
+    tag += " runs";
+    index_t at = 0;
+    for (std::size_t run = 0; run < runs.size(); ++run) {
+      tag += " " + std::to_string(runs[run]);
+      for (index_t i = 0; i < runs[run]; ++i) ids.data()[at++] = token(run);
+    }
+    if (at != count || index_t(runs.size()) > vocabulary) {
+      fail("gather_and_scatter " + tag, "runs that do not make the count or exceed the vocabulary");
+      return;
+    }
+  }
   const auto table = random_host<T>(extents<matrix>(vocabulary, width));
-  const auto ids = random_ids(count, vocabulary);
   const compute<T> scale = compute<T>(1.5);
   const auto device_table = upload(table);
   const auto device_ids = upload(ids);
@@ -487,6 +501,12 @@ void all_of_type() {
   gather_and_scatter<T>(50, 64, 3000);  // many repeats of each id
   gather_and_scatter<T>(2, 40, 1500);    // runs of hundreds of positions: many windows of a block's width
   gather_and_scatter<T>(3, 2100, 40);    // more columns than a block's threads hold at once (8 × 256)
+  // Width 40: blocks of 64 threads, windows of 64 positions. Runs that end at a window's edge,
+  // one past it, fill two windows exactly, and one id everywhere.
+  gather_and_scatter<T>(3, 40, 193, {64, 65, 64});
+  gather_and_scatter<T>(1, 40, 128, {128});
+  gather_and_scatter<T>(1, 40, 129, {129});
+  gather_and_scatter<T>(2, 2100, 300, {257, 43});  // a run of several windows, more columns than held at once
   select_and_copy<T>();
   masks<T>();
   for (const index_t rows : {index_t{1}, index_t{5}})

@@ -98,6 +98,14 @@ inline bool& async_copies_land_early() {
   return early;
 }
 
+/// Whether a grid's blocks run last to first instead of first to last. A GPU runs them in any
+/// order: a kernel whose last block to finish does the rest (a counter of finished blocks) is
+/// tested both ways. Off by default.
+inline bool& blocks_in_reverse() {
+  static bool reverse = false;
+  return reverse;
+}
+
 // The emulator's own work (switching fibers, exchanging and multiplying the lanes' registers)
 // is optimised even in a build at -O0, as the sanitizers' is: the kernels it runs stay as built.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -265,9 +273,10 @@ class block_runner {
     warps_.assign((threads + warp_size - 1) / warp_size, warp_exchange{});
     // Dynamic shared memory: filled with a pattern (NaN as floats), as it is not zeroed on a GPU.
     shared_.assign(shared_bytes + 16, std::byte{0xff});
+    const auto nth = [&](unsigned i, unsigned extent) { return blocks_in_reverse() ? extent - 1 - i : i; };
     for (unsigned z = 0; z < grid.z; ++z)
       for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x) run_block(uint3{x, y, z});
+        for (unsigned x = 0; x < grid.x; ++x) run_block(uint3{nth(x, grid.x), nth(y, grid.y), nth(z, grid.z)});
   }
 
   const uint3& thread_index() const { return current_->index; }

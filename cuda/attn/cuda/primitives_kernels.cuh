@@ -124,8 +124,9 @@ inline constexpr int scatter_columns_a_thread = 8;
 /// row's sums, only the additions keep their order. (A frequent token's run, the end of every
 /// sentence, is thousands of positions.) blockDim.x is at most `block`.
 template <class T, class Id, class C = accumulate_t<T>>
-__global__ void scatter_add_sorted(T* table, index_t width, const T* rows_in, const Id* sorted_ids,
-                                   const index_t* positions, index_t count, C scale) {
+__global__ void __launch_bounds__(block)
+    scatter_add_sorted(T* table, index_t width, const T* rows_in, const Id* sorted_ids, const index_t* positions,
+                       index_t count, C scale) {
   __shared__ index_t staged[block];
   __shared__ bool same_id[block];
   const index_t window = blockDim.x;
@@ -435,7 +436,9 @@ struct layer_norm_backward_launch {
         groups((blocks + blocks_a_group - 1) / blocks_a_group),
         scratch_bytes(sums ? sizeof(C) * std::size_t((blocks + groups) * 2 * width) + counter_bytes() : 0) {}
   C* partial(void* scratch) const { return static_cast<C*>(scratch); }
-  C* group_partial(void* scratch, index_t width) const { return partial(scratch) + blocks * 2 * width; }
+  C* group_partial(void* scratch, index_t width) const {
+    return scratch_bytes ? partial(scratch) + blocks * 2 * width : nullptr;
+  }
   unsigned* counters(void* scratch, index_t width) const {
     return scratch_bytes ? reinterpret_cast<unsigned*>(group_partial(scratch, width) + groups * 2 * width) : nullptr;
   }
@@ -513,7 +516,10 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
   const index_t end_block = first_block + blocks_a_group < gridDim.x ? first_block + blocks_a_group : gridDim.x;
   __threadfence();  // this block's partials are visible to its group's last block before it counts
   __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(finished + group, 1u) == unsigned(end_block - first_block) - 1;
+  if (threadIdx.x == 0) {
+    last_block = atomicAdd(finished + group, 1u) == unsigned(end_block - first_block) - 1;
+    if (last_block) __threadfence();  // acquire: the group's partials before the reads below
+  }
   __syncthreads();
   if (!last_block) return;
   for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
@@ -527,7 +533,10 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
   }
   __threadfence();  // the group's sums are visible to the last group before it counts
   __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(finished + groups, 1u) == unsigned(groups) - 1;
+  if (threadIdx.x == 0) {
+    last_block = atomicAdd(finished + groups, 1u) == unsigned(groups) - 1;
+    if (last_block) __threadfence();  // acquire: every group's sums before the reads below
+  }
   __syncthreads();
   if (!last_block) return;
   for (index_t c = threadIdx.x; c < width; c += blockDim.x) {

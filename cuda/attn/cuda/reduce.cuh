@@ -28,9 +28,10 @@ void launch_reduce(const In* in, Out* out, index_t outer, index_t length, index_
   using I = std::type_identity_t<In>;
   using R = std::type_identity_t<Out>;
   constexpr int block = kernels::block;
-  const kernels::column_chunks chunks(length);
+  const kernels::column_chunks chunks(length, outer * inner);
   if (inner == 1 && length >= block_per_row_from) {
-    kernels::rows_kernel<O, I, R, block><<<grid_for(outer * block, block), block, 0, stream()>>>(in, out, outer, length);
+    kernels::rows_kernel<O, I, R, block>
+        <<<grid_for(outer * block, block), block, 0, stream()>>>(in, out, outer, length);
   } else if (inner == 1) {
     kernels::rows_kernel<O, I, R, 32><<<grid_for(outer * 32, block), block, 0, stream()>>>(in, out, outer, length);
   } else if (!chunks.cut()) {

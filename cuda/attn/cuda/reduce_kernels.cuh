@@ -98,23 +98,30 @@ __global__ void __launch_bounds__(block)
   }
 }
 
-/// A long column's chunks: rows a chunk, and how many. The cut depends on the shape alone, so
-/// a shape's sums have the same bits on every GPU.
+/// A long column's chunks: rows a chunk, and how many. Enough chunks that the blocks number
+/// about 2 048 (a GPU's worth several times over), each at least 128 rows; no cut when the
+/// outputs alone make that many blocks or a column is short. The cut depends on the shape
+/// alone, so a shape's sums have the same bits on every GPU.
 struct column_chunks {
-  /// From this column length on, columns are cut: below it one thread walks a column in about
-  /// as long as a chunk takes.
+  /// From this column length on, columns may be cut: below it one thread walks a column in
+  /// about as long as a chunk takes.
   static constexpr index_t cut_from = 256;
   static constexpr index_t rows_at_least = 128;
-  static constexpr index_t most = 65'535;  // a grid's y extent
+  /// Chunks are at most this many, far below a grid's y extent (65 535).
+  static constexpr index_t blocks_wanted = 2048;
   /// Columns a block: a warp's lanes, neighbouring outputs.
   static constexpr int columns_a_block = 32;
   static constexpr int row_lanes = block / columns_a_block;
 
   index_t rows, count;  // count == 1: not cut
 
-  explicit column_chunks(index_t length)
-      : rows(length < cut_from ? length : std::max(rows_at_least, (length + most - 1) / most)),
-        count(length < cut_from ? 1 : (length + rows - 1) / rows) {}
+  column_chunks(index_t length, index_t outputs) : rows(length), count(1) {
+    const index_t blocks = column_blocks(outputs);
+    if (length < cut_from || blocks >= blocks_wanted) return;
+    const index_t wanted = blocks_wanted / blocks;
+    rows = std::max(rows_at_least, (length + wanted - 1) / wanted);
+    count = (length + rows - 1) / rows;
+  }
   bool cut() const { return count > 1; }
   /// Blocks along the outputs.
   static index_t column_blocks(index_t outputs) { return (outputs + columns_a_block - 1) / columns_a_block; }

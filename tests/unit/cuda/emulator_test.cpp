@@ -31,6 +31,12 @@ __global__ void coordinates(unsigned* out) {
   out[block * blockDim.x * blockDim.y * blockDim.z + thread] = block * 1000 + thread;
 }
 
+/// Each block's place in the order the blocks ran, from a counter (thread 0 of each block).
+__global__ void arrival(unsigned* counter, unsigned* order) {
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (threadIdx.x == 0) order[block] = atomicAdd(counter, 1u);
+}
+
 /// A block's sum by a tree in shared memory: wrong unless every __syncthreads holds.
 __global__ void block_sums(const int* x, int* sums) {
   __shared__ int partial[256];
@@ -266,6 +272,24 @@ TEST_CASE("emulator: every block and thread runs once, with its coordinates") {
   emulator::launch(coordinates, grid, block, 0, out.data());
   for (unsigned b = 0; b < 12; ++b)
     for (unsigned t = 0; t < 24; ++t) CHECK(out[b * 24 + t] == b * 1000 + t);
+}
+
+TEST_CASE("emulator: blocks run first to last, or last to first when asked") {
+  const dim3 grid(3, 2, 2);
+  for (const bool reverse : {false, true}) {
+    emulator::blocks_in_reverse() = reverse;
+    unsigned counter = 0;
+    std::vector<unsigned> order(12, 99);
+    emulator::launch(arrival, grid, dim3(32), 0, &counter, order.data());
+    emulator::blocks_in_reverse() = false;
+    for (unsigned b = 0; b < 12; ++b) CHECK(order[b] == (reverse ? 11 - b : b));
+    std::vector<unsigned> out(12 * 24, 0xdeadbeef);  // every block and thread still once
+    emulator::blocks_in_reverse() = reverse;
+    emulator::launch(coordinates, grid, dim3(4, 3, 2), 0, out.data());
+    emulator::blocks_in_reverse() = false;
+    for (unsigned b = 0; b < 12; ++b)
+      for (unsigned t = 0; t < 24; ++t) CHECK(out[b * 24 + t] == b * 1000 + t);
+  }
 }
 
 TEST_CASE("emulator: __syncthreads and shared memory") {

@@ -130,6 +130,14 @@ struct primitives : attn::primitives<attn::cpu> {
     const auto scratch = emulator::runtime::scratch(launch.scratch_bytes);
     unsigned* counters = launch.counters(scratch.get(), width);
     if (counters) emulator::runtime::zero(counters, launch.counter_bytes());
+    // The last block of a group, and the last group, to finish add the sums: every other call
+    // runs the blocks last to first, so that those are the first blocks of their groups.
+    static bool reverse = false;
+    reverse = !reverse;
+    emulator::blocks_in_reverse() = reverse;
+    struct in_order {
+      ~in_order() { emulator::blocks_in_reverse() = false; }
+    } restore;
     emulator::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
                      add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
                      launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);

@@ -49,7 +49,7 @@ std::vector<double> reference(kind k, const std::vector<In>& in, index_t outer, 
 template <class Op, class In>
 std::vector<float> reduce(const std::vector<In>& in, index_t outer, index_t length, index_t inner) {
   std::vector<float> out(std::size_t(outer * inner), -12345.0f);
-  const chunks_of chunks(length);
+  const chunks_of chunks(length, outer * inner);
   if (inner == 1) {
     // A warp a row, or a block a row.
     if (length >= 1024) emulator::launch(kernels::rows_kernel<Op, In, float, kernels::block>, dim3(3),
@@ -95,23 +95,30 @@ void check_layout(index_t outer, index_t length, index_t inner) {
 
 }  // namespace
 
-TEST_CASE("reduce kernels: a column's chunks depend on its length alone") {
-  CHECK_FALSE(chunks_of(0).cut());
-  CHECK_FALSE(chunks_of(255).cut());
-  CHECK(chunks_of(255).rows == 255);
-  CHECK(chunks_of(256).count == 2);
-  CHECK(chunks_of(256).rows == 128);
-  CHECK(chunks_of(257).count == 3);
-  CHECK(chunks_of(25'000).count == 196);
-  // Past 65 535 chunks of 128 rows (the grid's y extent) the chunks grow instead.
-  CHECK(chunks_of(65'535 * 128).count == 65'535);
-  CHECK(chunks_of(65'535 * 128 + 1).rows == 129);
-  for (const index_t length : {index_t{65'535} * 128 + 1, index_t{1} << 33, index_t{123'456'789'011}}) {
-    const chunks_of c(length);
-    CHECK(c.count <= chunks_of::most);
-    CHECK(c.count * c.rows >= length);
-    CHECK((c.count - 1) * c.rows < length);
-  }
+TEST_CASE("reduce kernels: a column's chunks depend on its shape alone") {
+  CHECK_FALSE(chunks_of(0, 40).cut());
+  CHECK_FALSE(chunks_of(255, 40).cut());
+  CHECK(chunks_of(255, 40).rows == 255);
+  CHECK(chunks_of(256, 40).count == 2);
+  CHECK(chunks_of(256, 40).rows == 128);
+  CHECK(chunks_of(257, 40).count == 3);
+  // A bias's gradient: about 2 048 blocks in all.
+  CHECK(chunks_of(25'000, 512).rows == 196);
+  CHECK(chunks_of(25'000, 512).count == 128);
+  CHECK(chunks_of(25'000, 2048).count == 32);
+  CHECK(chunks_of(8'000, 512).count == 63);  // 128 rows at least
+  // Outputs that make 2 048 blocks alone are not cut.
+  CHECK_FALSE(chunks_of(25'000, 2048 * 32).cut());
+  CHECK(chunks_of(25'000, 2047 * 32).cut() == false);  // 1 chunk wanted
+  for (const index_t length : {index_t{256}, index_t{1000}, index_t{65'535} * 128 + 1, index_t{1} << 33})
+    for (const index_t outputs : {index_t{1}, index_t{33}, index_t{512}, index_t{5000}}) {
+      const chunks_of c(length, outputs);
+      CHECK(c.count <= chunks_of::blocks_wanted);
+      CHECK(c.count * c.rows >= length);
+      CHECK((c.count - 1) * c.rows < length);
+      CHECK((!c.cut() || c.rows >= chunks_of::rows_at_least));
+      CHECK(chunks_of::column_blocks(outputs) * c.count <= 2 * chunks_of::blocks_wanted);
+    }
 }
 
 TEST_CASE("reduce kernels: columns cut into chunks, walked whole, and rows, against loops (emulated)") {
