@@ -21,6 +21,8 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu_timing.cuh"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +38,7 @@ namespace {
 
 using namespace attn;
 using gpu = attn::cuda;  // not plain `cuda`: CUDA's headers have a namespace of that name
+using attn_bench::median_ms;
 
 struct options {
   std::vector<index_t> lengths{512, 1024, 2048, 4096, 8192, 16384};
@@ -100,29 +103,6 @@ options parse(int argc, char** argv) {
     }
   }
   return o;
-}
-
-/// Median milliseconds of `run` over `repeat` timed runs after two warm-up runs.
-double median_ms(int repeat, const std::function<void()>& run) {
-  cudaStream_t stream = cuda_backend::stream();
-  for (int i = 0; i < 2; ++i) run();
-  std::vector<float> times;
-  cudaEvent_t start, stop;
-  ATTN_CUDA_CHECK(cudaEventCreate(&start));
-  ATTN_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < repeat; ++i) {
-    ATTN_CUDA_CHECK(cudaEventRecord(start, stream));
-    run();
-    ATTN_CUDA_CHECK(cudaEventRecord(stop, stream));
-    ATTN_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  ATTN_CUDA_CHECK(cudaEventDestroy(start));
-  ATTN_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 template <class T>

@@ -15,6 +15,8 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu_timing.cuh"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -90,28 +92,7 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-/// Median microseconds of `run` over `repeat` timed runs after two warm-up runs.
-double median_us(int repeat, const std::function<void()>& run) {
-  cudaStream_t stream = cuda_backend::stream();
-  for (int i = 0; i < 2; ++i) run();
-  std::vector<float> times;
-  cudaEvent_t start, stop;
-  ATTN_CUDA_CHECK(cudaEventCreate(&start));
-  ATTN_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < repeat; ++i) {
-    ATTN_CUDA_CHECK(cudaEventRecord(start, stream));
-    run();
-    ATTN_CUDA_CHECK(cudaEventRecord(stop, stream));
-    ATTN_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  ATTN_CUDA_CHECK(cudaEventDestroy(start));
-  ATTN_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return 1000.0 * times[times.size() / 2];
-}
+double median_us(int repeat, const std::function<void()>& run) { return 1000 * attn_bench::median_ms(repeat, run); }
 
 template <class T>
 tensor<T, matrix, gpu> random_device(index_t rows, index_t width, unsigned seed) {
