@@ -41,11 +41,12 @@ void launch_reduce(const In* in, Out* out, index_t outer, index_t length, index_
     using T = std::type_identity_t<accumulate_t<In>>;
     const index_t outputs = outer * inner;
     const scratch_ptr partial = allocate_scratch(sizeof(T) * std::size_t(outputs * chunks.count));
-    const dim3 grid(unsigned(kernels::column_chunks::column_blocks(outputs)), unsigned(chunks.count));
-    kernels::column_chunks_kernel<O, I><<<grid, block, 0, stream()>>>(in, static_cast<T*>(partial.get()), outputs,
-                                                                        length, inner, chunks.rows);
-    kernels::combine_chunks_kernel<O, T, R><<<grid_for(outputs, block), block, 0, stream()>>>(
-        static_cast<const T*>(partial.get()), out, outputs, chunks.count, length);
+    const unsigned column_blocks = unsigned(kernels::column_chunks::column_blocks(outputs));
+    kernels::column_chunks_kernel<O, I, T, false><<<dim3(column_blocks, unsigned(chunks.count)), block, 0, stream()>>>(
+        in, static_cast<T*>(partial.get()), outputs, length, inner, chunks.rows, length);
+    // Each column's chunks, [chunks, outputs], as one chunk.
+    kernels::column_chunks_kernel<O, T, R, true><<<column_blocks, block, 0, stream()>>>(
+        static_cast<const T*>(partial.get()), out, outputs, chunks.count, outputs, chunks.count, length);
   }
   ATTN_CUDA_CHECK(cudaGetLastError());
 }

@@ -5,7 +5,7 @@
 // LayerNorm) gives contiguous rows: a warp, or a whole block for long rows, per row with
 // shuffles. Otherwise each output is a column, and neighbouring outputs read neighbouring
 // elements. A long column is cut into chunks of rows that blocks sum side by side, and a second
-// launch combines each column's chunks in order: a bias's gradient is a sum over every
+// launch combines each column's chunks in a fixed order: a bias's gradient is a sum over every
 // position of a batch, 512 columns of 25 000 rows, which one thread a column walked on two
 // of an H100's 132 multiprocessors. 16-bit operands are combined in float (accumulate_t), the
 // result rounded once where it is stored.
@@ -129,11 +129,13 @@ struct column_chunks {
 
 /// One chunk of `rows` rows of 32 neighbouring columns a block (blockIdx.x the columns,
 /// blockIdx.y the chunk): the block's 8 warps read rows r, r + 8, ..., each warp 32 columns of a
-/// row, and row lane 0 combines the 8 in order into partial[chunk, output].
-template <class Op, class In>
+/// row, and row lane 0 combines the 8 in order into out[chunk, output]. The same kernel then
+/// combines each column's chunks, [chunks, outputs] as one chunk of `chunks` rows, and with
+/// Finish divides a mean by the whole length (`finished_length`) and rounds to Out.
+template <class Op, class In, class Out, bool Finish>
 __global__ void __launch_bounds__(block)
-    column_chunks_kernel(const In* __restrict__ in, accumulate_t<In>* __restrict__ partial, index_t outputs,
-                         index_t length, index_t inner, index_t rows) {
+    column_chunks_kernel(const In* __restrict__ in, Out* __restrict__ out, index_t outputs, index_t length,
+                         index_t inner, index_t rows, index_t finished_length) {
   using T = accumulate_t<In>;
   constexpr int lanes = column_chunks::columns_a_block, row_lanes = column_chunks::row_lanes;
   __shared__ T by_row_lane[row_lanes][lanes];
@@ -153,20 +155,8 @@ __global__ void __launch_bounds__(block)
     T total = by_row_lane[0][lane];
 #pragma unroll
     for (int r = 1; r < row_lanes; ++r) total = Op{}(total, by_row_lane[r][lane]);
-    partial[static_cast<index_t>(blockIdx.y) * outputs + i] = total;
-  }
-}
-
-/// Each output's chunks combined in chunk order, then finished over the whole length.
-template <class Op, class T, class Out>
-__global__ void __launch_bounds__(block)
-    combine_chunks_kernel(const T* __restrict__ partial, Out* __restrict__ out, index_t outputs, index_t chunks,
-                          index_t length) {
-  const index_t step = static_cast<index_t>(gridDim.x) * blockDim.x;
-  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < outputs; i += step) {
-    T accumulated = partial[i];
-    for (index_t c = 1; c < chunks; ++c) accumulated = Op{}(accumulated, partial[c * outputs + i]);
-    out[i] = static_cast<Out>(finish<Op>(accumulated, length));
+    if constexpr (Finish) total = finish<Op>(total, finished_length);
+    out[static_cast<index_t>(blockIdx.y) * outputs + i] = static_cast<Out>(total);
   }
 }
 

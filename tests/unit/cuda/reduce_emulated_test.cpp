@@ -63,11 +63,12 @@ std::vector<float> reduce(const std::vector<In>& in, index_t outer, index_t leng
     const index_t outputs = outer * inner;
     using C = attn::accumulate_t<In>;
     std::vector<C> partial(std::size_t(outputs * chunks.count), std::numeric_limits<C>::quiet_NaN());
-    emulator::launch(kernels::column_chunks_kernel<Op, In>,
-                     dim3(unsigned(chunks_of::column_blocks(outputs)), unsigned(chunks.count)), dim3(kernels::block), 0,
-                     in.data(), partial.data(), outputs, length, inner, chunks.rows);
-    emulator::launch(kernels::combine_chunks_kernel<Op, C, float>, dim3(2), dim3(kernels::block), 0,
-                     static_cast<const C*>(partial.data()), out.data(), outputs, chunks.count, length);
+    const auto column_blocks = unsigned(chunks_of::column_blocks(outputs));
+    emulator::launch(kernels::column_chunks_kernel<Op, In, C, false>, dim3(column_blocks, unsigned(chunks.count)),
+                     dim3(kernels::block), 0, in.data(), partial.data(), outputs, length, inner, chunks.rows, length);
+    emulator::launch(kernels::column_chunks_kernel<Op, C, float, true>, dim3(column_blocks), dim3(kernels::block), 0,
+                     static_cast<const C*>(partial.data()), out.data(), outputs, chunks.count, outputs, chunks.count,
+                     length);
   }
   return out;
 }
