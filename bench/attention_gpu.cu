@@ -21,15 +21,12 @@
 
 #include <cuda_runtime.h>
 
-#include "gpu_timing.cuh"
+#include "gpu_bench.cuh"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,6 +36,10 @@ namespace {
 using namespace attn;
 using gpu = attn::cuda;  // not plain `cuda`: CUDA's headers have a namespace of that name
 using attn_bench::median_ms;
+using attn_bench::random_device;
+using attn_bench::random_host;
+using attn_bench::split;
+using attn_bench::upload;
 
 struct options {
   std::vector<index_t> lengths{512, 1024, 2048, 4096, 8192, 16384};
@@ -50,13 +51,6 @@ struct options {
   bool alibi = false;
   index_t window = 0;  // 0: no band
 };
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-  return parts;
-}
 
 options parse(int argc, char** argv) {
   options o;
@@ -103,31 +97,6 @@ options parse(int argc, char** argv) {
     }
   }
   return o;
-}
-
-template <class T>
-std::vector<T> random_host(std::size_t n, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<T> values(n);
-  for (auto& v : values) v = T(normal(generator));
-  return values;
-}
-
-template <class T>
-T* upload(const std::vector<T>& host) {
-  T* device = static_cast<T*>(memory<gpu>::allocate(host.size() * sizeof(T)));
-  memory<gpu>::copy_from_host(device, host.data(), host.size() * sizeof(T));
-  return device;
-}
-
-/// A [batch, heads, n, width] tensor S of random normal numbers on the device.
-template <class T, class S>
-tensor<T, S, gpu> random_device(index_t batch, index_t n, unsigned seed) {
-  tensor<T, S> host(batch, n);
-  const auto values = random_host<T>(static_cast<std::size_t>(host.size()), seed);
-  std::copy(values.begin(), values.end(), host.data());
-  return to_device<gpu>(host);
 }
 
 struct measurement {
@@ -322,11 +291,7 @@ void widths(const options& o, const std::string& type) {
 int main(int argc, char** argv) {
   try {
     const options o = parse(argc, argv);
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      std::fprintf(stderr, "attention_gpu: no CUDA device\n");
-      return 77;
-    }
+    if (!attn_bench::have_device("attention_gpu")) return 77;
     for (const auto& type : o.types) {
       if (type == "bf16") widths<bfloat16>(o, type);
       else if (type == "fp32") widths<float>(o, type);

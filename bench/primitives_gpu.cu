@@ -15,7 +15,7 @@
 
 #include <cuda_runtime.h>
 
-#include "gpu_timing.cuh"
+#include "gpu_bench.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -36,6 +35,13 @@ using gpu = attn::cuda;  // not plain `cuda`: CUDA's headers have a namespace of
 using rows_dim = dim<"rows">;
 using width_dim = dim<"width">;
 using matrix = shape<rows_dim, width_dim>;
+using attn_bench::split;
+
+/// A [rows, width] matrix of normal random numbers on the device.
+template <class T>
+tensor<T, matrix, gpu> random_device(index_t rows, index_t width, unsigned seed) {
+  return attn_bench::random_device<T, matrix>(rows, width, seed);
+}
 
 struct options {
   std::vector<index_t> rows{8000, 25000};
@@ -43,13 +49,6 @@ struct options {
   std::vector<std::string> types{"bf16", "fp32"};
   int repeat = 20;
 };
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-  return parts;
-}
 
 std::vector<index_t> numbers(const std::string& flag, const std::string& text) {
   std::vector<index_t> values;
@@ -93,15 +92,6 @@ options parse(int argc, char** argv) {
 }
 
 double median_us(int repeat, const std::function<void()>& run) { return 1000 * attn_bench::median_ms(repeat, run); }
-
-template <class T>
-tensor<T, matrix, gpu> random_device(index_t rows, index_t width, unsigned seed) {
-  tensor<T, matrix> host(rows, width);
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (index_t i = 0; i < host.size(); ++i) host.data()[i] = T(normal(generator));
-  return to_device<gpu>(host);
-}
 
 struct measurement {
   std::string what, type;
@@ -171,8 +161,7 @@ void embedding_gradient(const options& o, const std::string& type) {
     std::mt19937 generator(6);
     std::uniform_int_distribution<std::int32_t> any(3, std::int32_t(vocabulary - 1));
     for (index_t i = 0; i < rows; ++i) host_ids[std::size_t(i)] = i % 25 == 24 ? 2 : any(generator);
-    std::int32_t* ids = static_cast<std::int32_t*>(memory<gpu>::allocate(host_ids.size() * sizeof(std::int32_t)));
-    memory<gpu>::copy_from_host(ids, host_ids.data(), host_ids.size() * sizeof(std::int32_t));
+    std::int32_t* ids = attn_bench::upload(host_ids);
     const double bytes = double(rows * width) * sizeof(T);
     report({"embedding gradient (one id in 25 the same)", type, rows, width, median_us(o.repeat, [&] {
               primitives<gpu>::scatter_add_rows(table.data(), width, rows_in.data(), ids, rows, accumulate_t<T>(1));
@@ -193,11 +182,7 @@ void all(const options& o, const std::string& type) {
 int main(int argc, char** argv) {
   try {
     const options o = parse(argc, argv);
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      std::fprintf(stderr, "primitives_gpu: no CUDA device\n");
-      return 77;
-    }
+    if (!attn_bench::have_device("primitives_gpu")) return 77;
     for (const auto& type : o.types) {
       if (type == "bf16") all<bfloat16>(o, type);
       else if (type == "fp32") all<float>(o, type);

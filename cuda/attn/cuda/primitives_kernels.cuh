@@ -156,30 +156,26 @@ __global__ void __launch_bounds__(block)
     }
     T* to = table + static_cast<index_t>(id) * width;
     for (index_t first_column = 0; first_column < width; first_column += columns_at_once) {
+      const index_t column = first_column + threadIdx.x;  // the thread's columns: column + q · window
       C sum[scatter_columns_a_thread];
 #pragma unroll
-      for (int q = 0; q < scatter_columns_a_thread; ++q) {
-        const index_t c = first_column + threadIdx.x + q * window;
-        sum[q] = c < width ? C(to[c]) : C(0);
-      }
+      for (int q = 0; q < scatter_columns_a_thread; ++q)
+        sum[q] = column + q * window < width ? C(to[column + q * window]) : C(0);
       for (index_t at = start; at < end; at += window) {
         __syncthreads();  // the previous window's positions have been read
         if (at + threadIdx.x < end) staged[threadIdx.x] = positions[at + threadIdx.x];
         __syncthreads();
         const index_t rows = end - at < window ? end - at : window;
         for (index_t k = 0; k < rows; ++k) {
-          const T* from = rows_in + staged[k] * width + first_column + threadIdx.x;
+          const T* from = rows_in + staged[k] * width + column;
 #pragma unroll
           for (int q = 0; q < scatter_columns_a_thread; ++q)
-            if (first_column + threadIdx.x + q * window < width)
-              sum[q] = add_rn(sum[q], mul_rn(C(from[q * window]), scale));
+            if (column + q * window < width) sum[q] = add_rn(sum[q], mul_rn(C(from[q * window]), scale));
         }
       }
 #pragma unroll
-      for (int q = 0; q < scatter_columns_a_thread; ++q) {
-        const index_t c = first_column + threadIdx.x + q * window;
-        if (c < width) to[c] = T(sum[q]);
-      }
+      for (int q = 0; q < scatter_columns_a_thread; ++q)
+        if (column + q * window < width) to[column + q * window] = T(sum[q]);
     }
   }
 }
@@ -420,6 +416,21 @@ __global__ void layer_norm_rows(T* out, C* row_mean, C* row_rstd, const T* in, c
 /// Rows whose per-row sums a block holds in shared memory at a time (LayerNorm's backward pass).
 inline constexpr int layer_norm_rows_at_once = 64;
 
+/// Whether this block is the last of `arrivals` blocks to count on `counter`. What the block
+/// wrote before is visible to the last one (the fence before the count), and the last one sees
+/// what the others wrote (the fence after it). Every thread of the block calls it.
+__device__ inline bool last_to_arrive(unsigned* counter, unsigned arrivals) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == arrivals - 1;
+    if (last) __threadfence();
+  }
+  __syncthreads();
+  return last;
+}
+
 /// layer_norm_rows_backward's launch: at most 512 blocks of at least 16 rows each, whatever the
 /// GPU, so that the gain's and bias's sums are added in the same order on every device; with
 /// those sums, scratch for the blocks' partials [blocks, 2, width], then each group of 16
@@ -459,7 +470,6 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
                                          index_t width, index_t rows_a_block, C* partial, C* group_partial,
                                          unsigned* finished) {
   __shared__ C g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
-  __shared__ bool last_block;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool sums = gain_grad || bias_grad;
   const index_t first = static_cast<index_t>(blockIdx.x) * rows_a_block;
@@ -514,37 +524,23 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
   const index_t group = blockIdx.x / blocks_a_group, groups = (gridDim.x + blocks_a_group - 1) / blocks_a_group;
   const index_t first_block = group * blocks_a_group;
   const index_t end_block = first_block + blocks_a_group < gridDim.x ? first_block + blocks_a_group : gridDim.x;
-  __threadfence();  // this block's partials are visible to its group's last block before it counts
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last_block = atomicAdd(finished + group, 1u) == unsigned(end_block - first_block) - 1;
-    if (last_block) __threadfence();  // acquire: the group's partials before the reads below
-  }
-  __syncthreads();
-  if (!last_block) return;
-  for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-    C gain_total = 0, bias_total = 0;
-    for (index_t b = first_block; b < end_block; ++b) {
-      gain_total += __ldcg(partial + b * 2 * width + c);  // from L2: other blocks wrote them
-      bias_total += __ldcg(partial + (b * 2 + 1) * width + c);
+  // The gain's and bias's sums of `sums` [first, end) (each [2, width]) at column c, in order.
+  const auto add_in_order = [&](const C* sums, index_t first, index_t end, index_t c, C& gain_total, C& bias_total) {
+    gain_total = 0;
+    bias_total = 0;
+    for (index_t b = first; b < end; ++b) {
+      gain_total += __ldcg(sums + b * 2 * width + c);  // from L2: other blocks wrote them
+      bias_total += __ldcg(sums + (b * 2 + 1) * width + c);
     }
-    group_partial[group * 2 * width + c] = gain_total;
-    group_partial[(group * 2 + 1) * width + c] = bias_total;
-  }
-  __threadfence();  // the group's sums are visible to the last group before it counts
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last_block = atomicAdd(finished + groups, 1u) == unsigned(groups) - 1;
-    if (last_block) __threadfence();  // acquire: every group's sums before the reads below
-  }
-  __syncthreads();
-  if (!last_block) return;
+  };
+  if (!last_to_arrive(finished + group, unsigned(end_block - first_block))) return;
+  for (index_t c = threadIdx.x; c < width; c += blockDim.x)
+    add_in_order(partial, first_block, end_block, c, group_partial[group * 2 * width + c],
+                 group_partial[(group * 2 + 1) * width + c]);
+  if (!last_to_arrive(finished + groups, unsigned(groups))) return;
   for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-    C gain_total = 0, bias_total = 0;
-    for (index_t g = 0; g < groups; ++g) {
-      gain_total += __ldcg(group_partial + g * 2 * width + c);
-      bias_total += __ldcg(group_partial + (g * 2 + 1) * width + c);
-    }
+    C gain_total, bias_total;
+    add_in_order(group_partial, 0, groups, c, gain_total, bias_total);
     if (gain_grad) gain_grad[c] = T(C(gain_grad[c]) + gain_total);
     if (bias_grad) bias_grad[c] = T(C(bias_grad[c]) + bias_total);
   }
