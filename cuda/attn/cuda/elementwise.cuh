@@ -1,5 +1,6 @@
 // The generated kernel: an elementwise expression tree becomes one trivially copyable plan and
-// one launch of elementwise_kernel<Plan, T, Index>, whatever the tree's depth (mshadow's MapPlan).
+// one launch of elementwise_kernel<Plan, T, Index> (elementwise_kernel.cuh), whatever the tree's
+// depth (mshadow's MapPlan).
 //
 // Every plan computes its node's element at the node's own row-major linear index i. Nodes that
 // keep the row-major order (unary, binary, select, reshape: split, merge, rename) pass i to
@@ -18,6 +19,7 @@
 
 #include <attn/expr.hpp>
 
+#include "elementwise_kernel.cuh"
 #include "index_map.cuh"
 #include "memory.cuh"
 #include "plan_nodes.cuh"
@@ -246,17 +248,6 @@ struct planner<expr::contract<K, A, B>> : materialised_planner<expr::contract<K,
 template <class E>
 plan_t<E> make_plan(const E& e, workspace& ws) {
   return planner<E>::make(e, ws);
-}
-
-/// The generated kernel: out[i] = plan(i) for every element, in a grid-stride loop (rounded
-/// to T there when T is a 16-bit type).
-template <class Plan, class T, class Index>
-__global__ void __launch_bounds__(256)
-    elementwise_kernel(const Plan plan, T* __restrict__ out, const Index size) {
-  const Index step = static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
-  for (Index i = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + threadIdx.x;
-       i < size; i += step)
-    out[i] = static_cast<T>(plan(i));
 }
 
 namespace detail {
