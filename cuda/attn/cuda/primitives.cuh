@@ -207,15 +207,15 @@ struct primitives<cuda> {
     return {host[0], host[1], static_cast<index_t>(host[2])};
   }
 
+  /// A block a row, one launch.
   template <class T, class Id>
   static void cross_entropy_backward(T* gradient, const accumulate_t<T>* probabilities, const Id* targets,
                                      const accumulate_t<T>* weight, index_t rows, index_t classes, double smoothing,
                                      accumulate_t<T> scale) {
     using C = accumulate_t<T>;
-    const index_t n = rows * classes;
-    if (n == 0) return;
+    if (rows == 0 || classes == 0) return;
     cuda_backend::primitive_kernels::
-        cross_entropy_backward<<<elements(n), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
+        cross_entropy_backward<<<grid(rows), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
             gradient, probabilities, targets, weight, rows, classes, C(smoothing / double(classes)),
             C(1.0 - smoothing), scale);
     ATTN_CUDA_CHECK(cudaGetLastError());

@@ -10,6 +10,9 @@
 #pragma once
 
 #include <attn/core.hpp>
+
+#include "elementwise_kernel.cuh"
+
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -71,7 +74,7 @@ __device__ T block_reduce(T value, Op op, T identity, T* shared) {
   if (lane == 0) shared[warp] = value;
   __syncthreads();
   if (warp == 0) {
-    value = lane < blockDim.x / 32 ? shared[lane] : identity;
+    value = lane < static_cast<int>(blockDim.x / 32) ? shared[lane] : identity;
     for (int offset = 16; offset > 0; offset /= 2) value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
     if (lane == 0) shared[0] = value;
   }
@@ -222,8 +225,8 @@ __global__ void attention_mask(T* bias, const Id* key_ids, index_t sentences, in
   }
 }
 
-/// One block a row: the row's maximum, then exp(x − max) written and summed, then scaled to
-/// the softmax; the row's −log p(target) and smoothed loss go to row_nll and row_smoothed.
+/// One block a row: the row's maximum, then Σ exp(x − max), then the softmax written; the row's
+/// −log p(target) and smoothed loss go to row_nll and row_smoothed.
 template <class T, class Id, class C = accumulate_t<T>>
 __global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t rows, index_t classes, double smoothing,
                                    Id pad, C* probabilities, C* weight, double* row_nll, double* row_smoothed,
@@ -243,14 +246,15 @@ __global__ void cross_entropy_rows(const T* logits, const Id* targets, index_t r
     const C row_max = block_reduce(local_max, maximum{}, -std::numeric_limits<C>::infinity(), shared_t);
     const double row_total = block_reduce(local_total, plus{}, 0.0, shared_d);
     C local_sum = 0;
-    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const C e = exp_of(C(x[c]) - row_max);
-      p[c] = e;
-      local_sum += e;
-    }
+    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) local_sum += exp_of(C(x[c]) - row_max);
     const C sum = block_reduce(local_sum, plus{}, C{0}, shared_t);
     const C inverse = C{1} / sum;
-    for (index_t c = threadIdx.x; c < classes; c += blockDim.x) p[c] *= inverse;
+    // Each exponential computed again rather than stored and read back: the probabilities are
+    // written once, and the row's logits are read a third time, 2 bytes an element in 16 bits
+    // where a float stored, read and stored again was 8.
+    strided_in_rounds<elementwise_unroll>(
+        static_cast<index_t>(threadIdx.x), classes, static_cast<index_t>(blockDim.x),
+        [&](index_t c) { return exp_of(C(x[c]) - row_max); }, [&](index_t c, C e) { p[c] = e * inverse; });
     if (threadIdx.x == 0) {
       const Id target = targets[r];
       if (target == pad) {
@@ -294,22 +298,28 @@ __global__ void cross_entropy_totals(const double* row_nll, const double* row_sm
 }
 
 /// gradient (T) from the probabilities (C), which may be the same memory when T is C: each
-/// element is read before it is written, by the same thread.
+/// element is read before it is written, by the same thread. A block a row, so that a row's
+/// weight and target are read once and no element's row and class are found by dividing.
 template <class T, class Id, class C = accumulate_t<T>>
 __global__ void cross_entropy_backward(T* gradient, const C* probabilities, const Id* targets, const C* weight,
                                        index_t rows, index_t classes, C uniform_share, C target_share, C scale) {
-  const index_t n = rows * classes;
-  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    const index_t r = i / classes, c = i % classes;
+  const index_t first = threadIdx.x, step = blockDim.x;
+  for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T* g = gradient + r * classes;
     const C row_scale = weight[r] * scale;
-    if (row_scale == C{0}) {
-      gradient[i] = T{0};
+    if (row_scale == C{0}) {  // padding: no gradient, whatever the probabilities hold
+      for (index_t c = first; c < classes; c += step) g[c] = T{0};
       continue;
     }
-    C g = (probabilities[i] - uniform_share) * row_scale;
-    if (c == static_cast<index_t>(targets[r])) g -= target_share * row_scale;
-    gradient[i] = T(g);
+    const C* p = probabilities + r * classes;
+    const index_t target = static_cast<index_t>(targets[r]);
+    strided_in_rounds<elementwise_unroll>(
+        first, classes, step, [&](index_t c) { return p[c]; },
+        [&](index_t c, C probability) {
+          C g_c = (probability - uniform_share) * row_scale;
+          if (c == target) g_c -= target_share * row_scale;
+          g[c] = T(g_c);
+        });
   }
 }
 

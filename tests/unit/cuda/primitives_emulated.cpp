@@ -2,9 +2,9 @@
 // primitives_kernels.cuh) run on the CPU emulator (attn/cuda/emulator.hpp): softmax rows
 // forward and backward, log-softmax rows, LayerNorm rows forward and
 // backward (its blocks' partial sums and the last block's total), block copies from a list of
-// sources, row selection, dropout and attention masks, and the embedding gradient's sums after
-// the sort (on the host here, CUB's on the GPU). The other primitives (gathers by id, the
-// loss, Adam, norms, fills) are the CPU's here. Memory is host
+// sources, row selection, dropout and attention masks, the loss forward and backward, and the
+// embedding gradient's sums after the sort (on the host here, CUB's on the GPU). The other
+// primitives (gathers by id, Adam, norms, fills) are the CPU's here. Memory is host
 // memory, so the launches below take the kernels' host pointers; their grids are smaller than
 // the GPU's (a few blocks), which sends the kernels' grid-stride loops round more often.
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
@@ -89,6 +89,40 @@ struct primitives : attn::primitives<attn::cpu> {
     if (n == 0) return;
     emulator::launch(kernels::attention_mask<T, Id>, grid(n), dim3(kernels::block), 0, bias, key_ids, sentences,
                      queries, keys, pad, causal, masked);
+  }
+
+  /// primitives<cuda>'s launches: a block a row, then one block for the totals.
+  template <class T, class Id>
+  static attn::cross_entropy_totals cross_entropy(const T* logits, const Id* targets, index_t rows, index_t classes,
+                                                  double smoothing, Id pad, accumulate_t<T>* probabilities,
+                                                  accumulate_t<T>* weight) {
+    if (rows == 0) return {};
+    std::vector<double> per_row(std::size_t(2 * rows + 3));
+    double* row_nll = per_row.data();
+    double* row_smoothed = row_nll + rows;
+    double* totals = row_smoothed + rows;
+    unsigned long long bad = ~0ull;
+    emulator::launch(kernels::cross_entropy_rows<T, Id>, grid(rows), dim3(kernels::block), 0, logits, targets, rows,
+                     classes, smoothing, pad, probabilities, weight, row_nll, row_smoothed, &bad);
+    emulator::launch(kernels::cross_entropy_totals<accumulate_t<T>>, dim3(1), dim3(1024), 0,
+                     static_cast<const double*>(row_nll), static_cast<const double*>(row_smoothed),
+                     static_cast<const accumulate_t<T>*>(weight), rows, totals);
+    if (bad != ~0ull)
+      throw attn::extent_error("attn::train::cross_entropy", "vocab",
+                               "has extent " + std::to_string(classes) + ", but target id " +
+                                   std::to_string(targets[bad]) + " was given at position " + std::to_string(bad));
+    return {totals[0], totals[1], static_cast<index_t>(totals[2])};
+  }
+
+  template <class T, class Id>
+  static void cross_entropy_backward(T* gradient, const accumulate_t<T>* probabilities, const Id* targets,
+                                     const accumulate_t<T>* weight, index_t rows, index_t classes, double smoothing,
+                                     accumulate_t<T> scale) {
+    using C = accumulate_t<T>;
+    if (rows == 0 || classes == 0) return;
+    emulator::launch(kernels::cross_entropy_backward<T, Id>, grid(rows), dim3(kernels::block), 0, gradient,
+                     probabilities, targets, weight, rows, classes, C(smoothing / double(classes)),
+                     C(1.0 - smoothing), scale);
   }
 
   template <class T>
