@@ -1,16 +1,24 @@
-// The training step's sums over positions on the GPU, each timed alone with CUDA events (the
+// Memory-bound kernels of a training step on the GPU, each timed alone with CUDA events (the
 // median of --repeat runs after two warm-up runs), at a batch's sizes:
 // - a bias's gradient, Σ dy over the rows of [rows, width] (grad::linear, 96 of them in a base
 //   step): one thread a column, as every column ran until 2026-11-27
 //   (reduce_kernels::columns_kernel), and now (attn::sum, cut into chunks by reduce.cuh);
 // - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (30 in a base step);
 // - the embedding gradient (primitives::scatter_add_rows) of `rows` positions of a vocabulary
-//   of 8000, where one id in 25 is the same (every sentence's end), width 512.
+//   of 8000, where one id in 25 is the same (every sentence's end), width 512;
+// - the generated elementwise kernel on a residual sum, c = a + b, and a bias added along
+//   the rows, c = a + broadcast(bias), [rows, width]: a thread an element, as every elementwise
+//   expression ran until 2026-11-27, and a round of elementwise_unroll elements a thread;
+// - the loss (primitives::cross_entropy, label smoothing 0.1) and its backward pass over
+//   [rows, --classes] logits, the vocabulary of the paper's English-German runs by default.
 // One JSON line a measurement, then a table: microseconds, and GB/s as the operand's bytes
 // (the bias gradient's dy; LayerNorm's dy, x and dx; the embedding gradient's rows, though its
-// time includes the sort) over the time: a rate to compare, not always the bytes moved.
+// time includes the sort; the elementwise kernel's operands and result, the bias left out; the
+// loss's logits and float probabilities, its backward pass's probabilities and gradient) over
+// the time: a rate to compare, not always the bytes moved.
 //   primitives_gpu [--rows 8000,25000] [--widths 512,2048] [--types bf16,fp32] [--repeat 20]
 #include <attn/cuda/cuda.cuh>
+#include <attn/cuda/elementwise_kernel.cuh>
 #include <attn/cuda/reduce_kernels.cuh>
 
 #include <cuda_runtime.h>
@@ -47,6 +55,7 @@ struct options {
   std::vector<index_t> rows{8000, 25000};
   std::vector<index_t> widths{512, 2048};
   std::vector<std::string> types{"bf16", "fp32"};
+  index_t classes = 37000;
   int repeat = 20;
 };
 
@@ -73,10 +82,11 @@ options parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") {
       std::puts(
-          "primitives_gpu: a training step's sums over positions on the GPU, each timed alone\n"
+          "primitives_gpu: memory-bound kernels of a training step on the GPU, each timed alone\n"
           "  --rows N,N,...     positions of a batch (default 8000,25000)\n"
-          "  --widths N,N,...   the bias gradients' widths (default 512,2048)\n"
+          "  --widths N,N,...   the bias gradients' and elementwise kernels' widths (default 512,2048)\n"
           "  --types T,T        bf16, fp32 (default both)\n"
+          "  --classes N        the loss's vocabulary (default 37000)\n"
           "  --repeat N         timed runs, after 2 warm-up runs (default 20)");
       std::exit(0);
     }
@@ -85,6 +95,7 @@ options parse(int argc, char** argv) {
     if (flag == "--rows") o.rows = numbers(flag, value);
     else if (flag == "--widths") o.widths = numbers(flag, value);
     else if (flag == "--types") o.types = split(value);
+    else if (flag == "--classes") o.classes = numbers(flag, value).front();
     else if (flag == "--repeat") o.repeat = int(std::min<index_t>(numbers(flag, value).front(), 100000));
     else throw std::invalid_argument("unknown option " + flag + " (--help)");
   }
@@ -170,11 +181,74 @@ void embedding_gradient(const options& o, const std::string& type) {
   }
 }
 
+/// The expression's plan run by the generated kernel at `Unroll` elements a thread a round.
+template <int Unroll, class T, class E>
+void elementwise_launch(tensor<T, matrix, gpu>& out, const E& e) {
+  cuda_backend::workspace ws;
+  const auto plan = cuda_backend::make_plan(e, ws);
+  const auto n = static_cast<std::uint32_t>(out.size());
+  constexpr int block = cuda_backend::detail::elementwise_block;
+  cuda_backend::elementwise_kernel<std::remove_const_t<decltype(plan)>, T, std::uint32_t, Unroll>
+      <<<cuda_backend::detail::grid_for(out.size(), block), block, 0, cuda_backend::stream()>>>(plan, out.data(), n);
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void elementwise(const options& o, const std::string& type) {
+  for (const index_t rows : o.rows)
+    for (const index_t width : o.widths) {
+      const auto a = random_device<T>(rows, width, 7);
+      const auto b = random_device<T>(rows, width, 8);
+      tensor<T, shape<width_dim>, gpu> bias(width);
+      primitives<gpu>::fill(bias.data(), width, T(0.5f));
+      tensor<T, matrix, gpu> c(rows, width);
+      const double bytes = 3.0 * double(rows * width) * sizeof(T);
+      const auto sum = a.view() + b.view();
+      const auto biased = a.view() + broadcast_like(bias.view(), a.view());
+      report({"a + b, a thread an element (until 2026-11-27)", type, rows, width,
+              median_us(o.repeat, [&] { elementwise_launch<1>(c, sum); }), bytes});
+      report({"a + b, rounds of elements (attn's assignment)", type, rows, width,
+              median_us(o.repeat, [&] { c = sum; }), bytes});
+      report({"a + bias, a thread an element (until 2026-11-27)", type, rows, width,
+              median_us(o.repeat, [&] { elementwise_launch<1>(c, biased); }), 2.0 * bytes / 3.0});
+      report({"a + bias, rounds of elements (attn's assignment)", type, rows, width,
+              median_us(o.repeat, [&] { c = biased; }), 2.0 * bytes / 3.0});
+    }
+}
+
+template <class T>
+void loss(const options& o, const std::string& type) {
+  using C = accumulate_t<T>;
+  for (const index_t rows : o.rows) {
+    const auto logits = random_device<T>(rows, o.classes, 10);
+    tensor<C, matrix, gpu> probabilities(rows, o.classes);
+    tensor<T, matrix, gpu> gradient(rows, o.classes);
+    tensor<C, shape<rows_dim>, gpu> weight(rows);
+    std::vector<std::int32_t> host_targets(static_cast<std::size_t>(rows));
+    std::mt19937 generator(11);
+    std::uniform_int_distribution<std::int32_t> any(1, std::int32_t(o.classes - 1));
+    for (auto& target : host_targets) target = any(generator);
+    std::int32_t* targets = attn_bench::upload(host_targets);
+    const double elements = double(rows * o.classes);
+    report({"loss forward (cross_entropy)", type, rows, o.classes, median_us(o.repeat, [&] {
+              (void)primitives<gpu>::cross_entropy(logits.data(), targets, rows, o.classes, 0.1, std::int32_t(0),
+                                                   probabilities.data(), weight.data());
+            }), elements * double(sizeof(T) + sizeof(C))});
+    report({"loss backward (cross_entropy_backward)", type, rows, o.classes, median_us(o.repeat, [&] {
+              primitives<gpu>::cross_entropy_backward(gradient.data(), probabilities.data(), targets, weight.data(),
+                                                      rows, o.classes, 0.1, C(1.0 / double(rows)));
+            }), elements * double(sizeof(T) + sizeof(C))});
+    memory<gpu>::deallocate(targets);
+  }
+}
+
 template <class T>
 void all(const options& o, const std::string& type) {
   column_sums<T>(o, type);
   layer_norm_backward<T>(o, type);
   embedding_gradient<T>(o, type);
+  elementwise<T>(o, type);
+  loss<T>(o, type);
 }
 
 }  // namespace

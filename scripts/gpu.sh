@@ -16,7 +16,7 @@
 #   scripts/gpu.sh                      build, test, benchmark
 #   ATTN_GPU_BENCH=0 scripts/gpu.sh     build and test only
 #   ATTN_GPU_BENCH=attention,train,nccl,decode,primitives   those benchmarks only (default all;
-#                                       primitives: bench/primitives_gpu, a step's sums over positions)
+#                                       primitives: bench/primitives_gpu, a step's memory-bound kernels)
 #   ATTN_GPU_BENCH=...,layouts          also the tensor-core forward at 32 queries a warp (d = 64)
 #                                       against its former 16 (attention_gpu_one_row_block); not in all
 #   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train base bf16
@@ -219,8 +219,10 @@ fi
 
 if wants primitives; then
   # A bias's gradient as it ran until 2026-11-27 (a thread a column) and now (chunks), LayerNorm's
-  # backward pass and the embedding gradient, each alone at 8000 and 25000 positions.
-  heading "benchmark: a training step's sums over positions (primitives_gpu)"
+  # backward pass, the embedding gradient, the elementwise kernel a thread an element (until
+  # 2026-11-27) and in rounds, and the loss at a vocabulary of 37000, each alone at 8000 and 25000
+  # positions.
+  heading "benchmark: a training step's memory-bound kernels (primitives_gpu)"
   if [[ -x $primitives_gpu ]]; then
     "$primitives_gpu" 2>&1 | tee "$report/primitives.txt" | grep -v '^{'
     if [[ ${PIPESTATUS[0]} == 0 ]]; then
