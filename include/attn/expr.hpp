@@ -6,6 +6,7 @@
 #include "expr/broadcast.hpp"
 #include "expr/contract.hpp"
 #include "expr/derivative.hpp"
+#include "expr/dropout_mask.hpp"
 #include "expr/element.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/expression.hpp"

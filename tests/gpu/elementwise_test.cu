@@ -1,7 +1,8 @@
 // The generated elementwise kernel against host loops: every unary and binary operation,
-// scalar operands, comparisons, select, cast, constants, coordinates (iota), derivatives,
-// broadcast, permute, split, merge, rename and slice, alone and nested, in float, double, int
-// and bool; sizes odd or 1; bfloat16 and float16 storage computed in float and rounded once.
+// scalar operands, comparisons, select, cast, constants, coordinates (iota), dropout's mask,
+// derivatives, broadcast, permute, split, merge, rename and slice, alone and nested, in float,
+// double, int and bool; sizes odd or 1; bfloat16 and float16 storage computed in float and
+// rounded once.
 #include "gpu_test.cuh"
 
 #include <string>
@@ -257,6 +258,39 @@ void coordinates() {
           return std::exp(v) * std::tanh(v) + std::exp(v) * (1 - std::tanh(v) * std::tanh(v));
         });
 }
+// ---------------------------------------------------------------------------------------
+/// Dropout's mask (expr/dropout_mask.hpp): the stream's number at each element's own row-major
+/// index, alone, as the product grad::dropout makes (in float over 16-bit storage, rounded once),
+/// read through a permute (at the permute's index, not its own), and over 70 001 elements
+/// (the kernel's rounds and a grid-stride loop); p 0 keeps everything.
+template <class T>
+void dropout_masks() {
+  const std::string t = "/" + type_name<T>();
+  using C = attn::accumulate_t<T>;
+  using S = shape<batch, len, feat>;
+  const attn::random_stream numbers(17);
+  const std::uint64_t first = 12345;
+  const auto kept = [&](index_t offset, double p) { return numbers.uniform(first + std::uint64_t(offset)) >= p; };
+  const double scale = double(C(1.0 / 0.7));
+  const extents<S> sizes(3, 7, 33);
+  const auto offset = [&](auto i) { return (i[0] * 7 + i[1]) * 33 + i[2]; };
+  const auto mask = attn::dropout_mask<C, device>(sizes, 0.3, numbers, first);
+  check("dropout_mask" + t, attn::cast<T>(mask), [&](auto i) { return kept(offset(i), 0.3) ? double(T(scale)) : 0.0; },
+        0.0);
+  const auto hx = random_host<T>(sizes, -2.0, 2.0);
+  const auto x = upload(hx);
+  check("x * dropout_mask" + t, attn::cast<T>(attn::cast<C>(x) * mask),
+        [&](auto i) { return kept(offset(i), 0.3) ? double(T(C(at(hx, i)) * C(scale))) : 0.0; }, 0.0);
+  check("permute of dropout_mask" + t, attn::cast<T>(attn::permute<feat, batch, len>(mask)),
+        [&](auto i) { return kept((i[1] * 7 + i[2]) * 33 + i[0], 0.3) ? double(T(scale)) : 0.0; }, 0.0);
+  const extents<shape<len>> many(70001);
+  check("dropout_mask, 70001 elements" + t,
+        attn::cast<T>(attn::dropout_mask<C, device>(many, 0.3, numbers, first)),
+        [&](auto i) { return kept(i[0], 0.3) ? double(T(scale)) : 0.0; }, 0.0);
+  check("dropout_mask, p 0" + t, attn::cast<T>(attn::dropout_mask<C, device>(sizes, 0.0, numbers, first)),
+        [&](auto) { return 1.0; }, 0.0);
+}
+
 // ---------------------------------------------------------------------------------------
 template <class T>
 void permutes() {
@@ -560,6 +594,10 @@ int main() {
     coordinates<float>();
     coordinates<double>();
     check("iota/int", attn::iota<int, len, device>(11, -3), [&](auto i) { return double(i[0] - 3); });
+    dropout_masks<float>();
+    dropout_masks<double>();
+    dropout_masks<attn::bfloat16>();
+    dropout_masks<attn::float16>();
     permutes<float>();
     permutes<double>();
     reshapes<float>();

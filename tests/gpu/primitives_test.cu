@@ -1,5 +1,5 @@
 // The device primitives (core/primitives.hpp) against plain host loops: gathers and
-// scatter-adds by id, row selection, block copies, dropout and attention masks, the
+// scatter-adds by id, row selection, block copies, attention masks, the
 // label-smoothed loss and its gradient, softmax and LayerNorm rows forward and backward,
 // log-softmax rows (decoding's next-token log-probabilities), Adam,
 // norms and fills; odd and size-1 extents, sentinel-guarded outputs, and the errors for bad ids;
@@ -170,17 +170,7 @@ void select_and_copy() {
 }
 
 template <class T>
-void masks() {
-  const attn::random_stream stream(17);
-  for (const index_t n : {index_t{1}, index_t{1000}, index_t{70001}}) {
-    guarded<T, list> mask{extents<list>(n)};
-    prims::dropout_mask(mask.view().data(), n, 0.3, stream, 12345);
-    compare_guarded("dropout_mask " + type_name<T>() + " n=" + std::to_string(n), mask,
-                    reference(extents<list>(n), [&](auto i) {
-                      return stream.uniform(12345 + std::uint64_t(i[0])) >= 0.3 ? double(T(1.0 / 0.7)) : 0.0;
-                    }),
-                    0.0);
-  }
+void attention_masks() {
   using bias_shape = shape<attn::dim<"b">, attn::dim<"q">, attn::dim<"k">>;
   const index_t sentences = 3, keys = 7;
   auto ids = random_ids(sentences * keys, 4);  // id 0 is padding: some of every kind
@@ -508,7 +498,7 @@ void all_of_type() {
   gather_and_scatter<T>(1, 40, 129, {129});
   gather_and_scatter<T>(2, 2100, 300, {257, 43});  // a run of several windows, more columns than held at once
   select_and_copy<T>();
-  masks<T>();
+  attention_masks<T>();
   for (const index_t rows : {index_t{1}, index_t{5}})
     for (const index_t classes : {index_t{1}, index_t{3}, index_t{1000}, index_t{5003}}) cross_entropy<T>(rows, classes);
   if constexpr (!attn::is_float16_storage<T>) adam_and_norms<T>();  // the parameters' types

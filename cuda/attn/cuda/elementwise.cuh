@@ -93,6 +93,20 @@ struct iota_plan {
   __device__ T operator()(I i, Given...) const { return start + static_cast<T>(i); }
 };
 
+/// Dropout's mask: the stream's number at the node's own index (expr/dropout_mask.hpp).
+template <class C>
+struct dropout_mask_plan {
+  using value_type = C;
+  random_stream numbers;
+  std::uint64_t first;
+  double drop;
+  C kept;
+  template <class I, class... Given>
+  __device__ C operator()(I i, Given...) const {
+    return numbers.uniform(first + static_cast<std::uint64_t>(i)) >= drop ? kept : C{0};
+  }
+};
+
 /// Broadcast and permute: the operand read through an index_map.
 template <std::size_t R, class A>
 struct gather_plan {
@@ -167,6 +181,13 @@ struct planner<expr::input<I, A>> {
 template <class T, class D>
 struct planner<expr::iota<T, D, cuda>> {
   static iota_plan<accumulate_t<T>> make(const expr::iota<T, D, cuda>& e, workspace&) { return {e.start}; }
+};
+
+template <class T, class S>
+struct planner<expr::dropout_mask<T, S, cuda>> {
+  static dropout_mask_plan<accumulate_t<T>> make(const expr::dropout_mask<T, S, cuda>& e, workspace&) {
+    return {e.numbers, e.first, e.drop, e.kept};
+  }
 };
 
 template <class T, class S>

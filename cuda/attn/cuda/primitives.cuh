@@ -158,15 +158,6 @@ struct primitives<cuda> {
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
-  template <class T>
-  static void dropout_mask(T* mask, index_t count, double p, const random_stream& stream, std::uint64_t start) {
-    if (count == 0) return;
-    cuda_backend::primitive_kernels::
-        dropout_mask<<<elements(count), cuda_backend::primitive_kernels::block, 0, cuda_backend::stream()>>>(
-            mask, count, p, stream, start, static_cast<T>(1.0 / (1.0 - p)));
-    ATTN_CUDA_CHECK(cudaGetLastError());
-  }
-
   template <class T, class Id>
   static void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
                              bool causal, T masked) {

@@ -207,13 +207,6 @@ __global__ void copy_blocks_from(T* to, index_t to_stride, const T* from, index_
   }
 }
 
-template <class T>
-__global__ void dropout_mask(T* mask, index_t count, double p, random_stream stream, std::uint64_t start, T kept) {
-  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x)
-    mask[i] = stream.uniform(start + static_cast<std::uint64_t>(i)) >= p ? kept : T{0};
-}
-
 template <class T, class Id>
 __global__ void attention_mask(T* bias, const Id* key_ids, index_t sentences, index_t queries, index_t keys, Id pad,
                                bool causal, T masked) {

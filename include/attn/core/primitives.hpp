@@ -81,8 +81,6 @@ struct cross_entropy_totals {
 ///   copy_blocks(to, to_stride, from, from_stride, block, count, sources = nullptr)   sources: host
 ///       count blocks of `block` elements from every from_stride-th to every to_stride-th; with
 ///       `sources`, block i of `to` is block sources[i] of `from` (a decoding cache's rows reordered).
-///   dropout_mask(mask, count, p, stream, start)
-///       mask[i] = (stream.uniform(start + i) ≥ p) / (1 − p): the same numbers on every device.
 ///   attention_mask(bias, key_ids, sentences, queries, keys, pad, causal, masked)
 ///       bias[b, q, k] = masked where key k of sentence b is `pad` (or k > q when causal), else 0.
 ///   cross_entropy(logits, targets, rows, classes, smoothing, pad, probabilities, weight) → totals

@@ -71,6 +71,26 @@ struct lowering<expr::iota<T, D, cpu>> {
   auto eigen() const { return shape_only.generate(positions{start}); }
 };
 
+/// Eigen's nullary op, called with each element's row-major index (the maps are row-major).
+template <class T, class S>
+struct lowering<expr::dropout_mask<T, S, cpu>> {
+  using C = accumulate_t<T>;
+  struct draws {
+    random_stream numbers;
+    std::uint64_t first;
+    double drop;
+    C kept;
+    C operator()(Eigen::Index i) const {
+      return numbers.uniform(first + static_cast<std::uint64_t>(i)) >= drop ? kept : C{0};
+    }
+  };
+  eigen_map<C, S::rank> shape_only;  // sizes for the op; never read
+  draws op;
+  explicit lowering(const expr::dropout_mask<T, S, cpu>& e)
+      : shape_only(static_cast<const C*>(nullptr), eigen_sizes(e.extents())), op{e.numbers, e.first, e.drop, e.kept} {}
+  auto eigen() const { return shape_only.nullaryExpr(op); }
+};
+
 namespace detail {
 template <class X> auto apply(op::negate, const X& x) { return -x; }
 template <class X> auto apply(op::exp, const X& x) { return x.exp(); }

@@ -13,7 +13,6 @@
 
 #include "../core/error.hpp"
 #include "../core/primitives.hpp"
-#include "../core/random.hpp"
 #include "eigen.hpp"
 #include "threads.hpp"
 #include "vector_math.hpp"
@@ -97,17 +96,6 @@ struct primitives<cpu> {
     cpu_backend::parallel_for(count, 1, blocks_per_thread, [&](index_t begin, index_t end) {
       for (index_t i = begin; i < end; ++i)
         std::copy_n(from + (sources ? sources[i] : i) * from_stride, block, to + i * to_stride);
-    });
-  }
-
-  /// mask[i] = keep / (1 − p) with keep = (uniform ≥ p), from numbers start, start + 1, … of
-  /// the stream: inverted dropout, whose expected value is 1.
-  template <class T>
-  static void dropout_mask(T* mask, index_t count, double p, const random_stream& stream, std::uint64_t start) {
-    const T kept = static_cast<T>(1.0 / (1.0 - p));
-    cpu_backend::parallel_for(count, 64, 4096, [&](index_t begin, index_t end) {
-      for (index_t i = begin; i < end; ++i)
-        mask[i] = stream.uniform(start + static_cast<std::uint64_t>(i)) >= p ? kept : T{0};
     });
   }
 

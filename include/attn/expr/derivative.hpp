@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "broadcast.hpp"
+#include "dropout_mask.hpp"
 #include "elementwise.hpp"
 #include "iota.hpp"
 #include "layout.hpp"
@@ -112,6 +113,10 @@ struct derivative_rule<I, expr::constant<T, S, Device>> {
 template <std::size_t I, class T, class D, class Device>
 struct derivative_rule<I, expr::iota<T, D, Device>> {
   static expr::zero of(const expr::iota<T, D, Device>&) { return {}; }
+};
+template <std::size_t I, class T, class S, class Device>
+struct derivative_rule<I, expr::dropout_mask<T, S, Device>> {
+  static expr::zero of(const expr::dropout_mask<T, S, Device>&) { return {}; }
 };
 
 template <std::size_t I, class Op, class A>

@@ -2,7 +2,7 @@
 // primitives_kernels.cuh) run on the CPU emulator (attn/cuda/emulator.hpp): softmax rows
 // forward and backward, log-softmax rows, LayerNorm rows forward and
 // backward (its blocks' partial sums and the last block's total), block copies from a list of
-// sources, row selection, dropout and attention masks, the loss forward and backward, and the
+// sources, row selection, attention masks, the loss forward and backward, and the
 // embedding gradient's sums after the sort (on the host here, CUB's on the GPU). The other
 // primitives (gathers by id, Adam, norms, fills) are the CPU's here. Memory is host
 // memory, so the launches below take the kernels' host pointers; their grids are smaller than
@@ -73,13 +73,6 @@ struct primitives : attn::primitives<attn::cpu> {
     if (sources == nullptr) return base::copy_blocks(to, to_stride, from, from_stride, block, count);  // a 2-D copy
     emulator::launch(kernels::copy_blocks_from<T>, grid(count), row_block(block), 0, to, to_stride, from,
                      from_stride, block, sources, count);
-  }
-
-  template <class T>
-  static void dropout_mask(T* mask, index_t count, double p, const attn::random_stream& stream, std::uint64_t start) {
-    if (count == 0) return;
-    emulator::launch(kernels::dropout_mask<T>, grid(count), dim3(kernels::block), 0, mask, count, p, stream, start,
-                     T(1.0 / (1.0 - p)));
   }
 
   template <class T, class Id>
