@@ -2,14 +2,39 @@
 // scaled by 1 / (1 − p), from a seeded counter-based stream, so runs repeat exactly.
 #pragma once
 
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "../core/random.hpp"
 #include "../expr/dropout_mask.hpp"
 #include "../expr/elementwise.hpp"
+#include "elementwise.hpp"
 #include "variable.hpp"
 
 namespace attn::grad {
+
+namespace detail {
+
+/// Dropout's mask over `sizes`, the next sizes.size() numbers of the stream, and the product by
+/// it: `masked(z)` is z ⊙ mask, computed in float and rounded once for 16-bit T.
+template <class T, class Device, class S>
+auto dropout_product(const attn::extents<S>& sizes, double p, random_stream& stream) {
+  using M = accumulate_t<T>;
+  const std::uint64_t first = stream.take(static_cast<std::uint64_t>(sizes.size()));
+  const auto mask = attn::dropout_mask<M, Device>(sizes, p, stream, first);
+  return [mask](const auto& z) {
+    if constexpr (std::is_same_v<M, T>) return z * mask;
+    else return attn::cast<T>(attn::cast<M>(z) * mask);
+  };
+}
+
+inline void check_dropout_rate(const char* what, double p) {
+  if (p >= 1.0) throw std::invalid_argument(std::string(what) + ": p must be below 1, got " + std::to_string(p));
+}
+
+}  // namespace detail
 
 /// x with dropout applied; x itself when p is 0 (evaluation, or a configuration without it).
 /// Draws x.size() numbers from the stream. For 16-bit x the mask is computed in float, since
@@ -20,14 +45,8 @@ namespace attn::grad {
 template <class T, class S, class Device>
 variable<T, S, Device> dropout(tape* t, const variable<T, S, Device>& x, double p, random_stream& stream) {
   if (p <= 0.0) return x;
-  if (p >= 1.0) throw std::invalid_argument("attn::grad::dropout: p must be below 1, got " + std::to_string(p));
-  using M = accumulate_t<T>;
-  const auto mask = attn::dropout_mask<M, Device>(x.extents(), p, stream,
-                                                  stream.take(static_cast<std::uint64_t>(x.extents().size())));
-  const auto masked = [mask](const auto& z) {
-    if constexpr (std::is_same_v<M, T>) return z * mask;
-    else return attn::cast<T>(attn::cast<M>(z) * mask);
-  };
+  detail::check_dropout_rate("attn::grad::dropout", p);
+  const auto masked = detail::dropout_product<T, Device>(x.extents(), p, stream);
   variable<T, S, Device> y(masked(x.value()), recording(t, x));
   if (y.requires_grad()) {
     t->record([x = x.without_value(), y = y.without_value(), masked] {
@@ -35,6 +54,27 @@ variable<T, S, Device> dropout(tape* t, const variable<T, S, Device>& x, double 
     });
   }
   return y;
+}
+
+/// x + dropout(y, p), the sum of a residual connection (paper §5.4: dropout on each sub-layer's
+/// output before it is added to the sub-layer's input), as one pass each way: the same numbers
+/// as add(x, dropout(y)) and the same sums (unless a compiler fuses the product into the
+/// addition: a GPU's fma, in float), without the dropped-out y and its gradient in memory.
+template <class T, class S, class Device>
+variable<T, S, Device> add_dropout(tape* t, const variable<T, S, Device>& x, const variable<T, S, Device>& y,
+                                   double p, random_stream& stream) {
+  if (p <= 0.0) return add(t, x, y);
+  detail::check_dropout_rate("attn::grad::add_dropout", p);
+  const auto masked = detail::dropout_product<T, Device>(y.extents(), p, stream);
+  variable<T, S, Device> sum(x.value() + masked(y.value()), recording(t, x, y));
+  if (sum.requires_grad()) {
+    t->record([x = x.without_value(), y = y.without_value(), sum = sum.without_value(), masked] {
+      if (!sum.has_grad()) return;
+      if (x.requires_grad()) x.accumulate(sum.grad());
+      if (y.requires_grad()) y.accumulate(masked(sum.grad()));
+    });
+  }
+  return sum;
 }
 
 }  // namespace attn::grad

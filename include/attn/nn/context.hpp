@@ -82,4 +82,11 @@ grad::variable<T, S, Device> dropout(const context& ctx, const grad::variable<T,
   return ctx.dropout != nullptr ? grad::dropout(ctx.tape, x, p, *ctx.dropout) : x;
 }
 
+/// x + dropout(y, p): the dropout only when the context carries a random stream (training).
+template <class T, class S, class Device>
+grad::variable<T, S, Device> add_dropout(const context& ctx, const grad::variable<T, S, Device>& x,
+                                         const grad::variable<T, S, Device>& y, double p) {
+  return ctx.dropout != nullptr ? grad::add_dropout(ctx.tape, x, y, p, *ctx.dropout) : grad::add(ctx.tape, x, y);
+}
+
 }  // namespace attn::nn

@@ -23,9 +23,9 @@ struct residual {
   grad::variable<A, S, Device> operator()(const context& ctx, const grad::variable<A, S, Device>& x,
                                           Sublayer&& sublayer) const {
     if constexpr (C::norm == norm_placement::post) {
-      return norm(ctx, grad::add(ctx.tape, x, dropout(ctx, sublayer(x), dropout_rate)));
+      return norm(ctx, add_dropout(ctx, x, sublayer(x), dropout_rate));
     } else {
-      return grad::add(ctx.tape, x, dropout(ctx, sublayer(norm(ctx, x)), dropout_rate));
+      return add_dropout(ctx, x, sublayer(norm(ctx, x)), dropout_rate);
     }
   }
 

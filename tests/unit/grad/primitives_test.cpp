@@ -2,6 +2,8 @@
 // and their forward values against plain loops.
 #include <doctest/doctest.h>
 
+#include <stdexcept>
+
 #include <attn/grad.hpp>
 #include <attn/train/loss.hpp>
 
@@ -209,6 +211,35 @@ TEST_CASE("grad: dropout is reproducible from its seed, keeps about 1 − p, and
         return test::weighted_sum(t, grad::dropout(t, small, 0.5, s), r);
       },
       {target("x", small)});
+  CHECK(report.worst < tolerance);
+}
+
+TEST_CASE("grad: add_dropout is add(x, dropout(y)) in one pass each way, and passes gradient checks") {
+  auto x = random_input<shape<B, L, D>>(20, 30);
+  auto y = random_input<shape<B, L, D>>(20, 30);
+  random_stream one(42), other(42);
+  const auto fused = grad::add_dropout(nullptr, x, y, 0.3, one);
+  const auto apart = grad::add(nullptr, x, grad::dropout(nullptr, y, 0.3, other));
+  CHECK(one.position() == other.position());
+  index_t dropped = 0;
+  for (index_t i = 0; i < x.value().size(); ++i) {
+    CHECK(fused.value().data()[i] == apart.value().data()[i]);
+    dropped += fused.value().data()[i] == x.value().data()[i];
+  }
+  CHECK(dropped > 0);
+  CHECK(grad::add_dropout(nullptr, x, y, 0.0, one).value().data()[7] == x.value().data()[7] + y.value().data()[7]);
+  CHECK_THROWS_AS(grad::add_dropout(nullptr, x, y, 1.0, one), std::invalid_argument);
+
+  // The same gradients as the two steps: dx = dz, dy = dz ⊙ mask.
+  auto small_x = random_input<shape<B, L, D>>(2, 3);
+  auto small_y = random_input<shape<B, L, D>>(2, 3);
+  const auto r = test::random_like(small_x);
+  const auto report = check_gradients(
+      [&](grad::tape* t) {
+        random_stream s(7);  // the same mask at every evaluation
+        return test::weighted_sum(t, grad::add_dropout(t, small_x, small_y, 0.5, s), r);
+      },
+      {target("x", small_x), target("y", small_y)});
   CHECK(report.worst < tolerance);
 }
 
