@@ -95,7 +95,7 @@ options parse(int argc, char** argv) {
     if (flag == "--rows") o.rows = numbers(flag, value);
     else if (flag == "--widths") o.widths = numbers(flag, value);
     else if (flag == "--types") o.types = split(value);
-    else if (flag == "--classes") o.classes = numbers(flag, value).front();
+    else if (flag == "--classes") o.classes = std::max<index_t>(2, numbers(flag, value).front());
     else if (flag == "--repeat") o.repeat = int(std::min<index_t>(numbers(flag, value).front(), 100000));
     else throw std::invalid_argument("unknown option " + flag + " (--help)");
   }

@@ -261,8 +261,8 @@ void coordinates() {
 // ---------------------------------------------------------------------------------------
 /// Dropout's mask (expr/dropout_mask.hpp): the stream's number at each element's own row-major
 /// index, alone, as the product grad::dropout makes (in float over 16-bit storage, rounded once),
-/// read through a permute (at the permute's index, not its own), and over 70 001 elements
-/// (the kernel's rounds and a grid-stride loop); p 0 keeps everything.
+/// read through a permute (at the permute's index, not its own), and over 4 194 305 elements
+/// (the kernel's whole rounds, in every type); p 0 keeps everything.
 template <class T>
 void dropout_masks() {
   const std::string t = "/" + type_name<T>();
@@ -283,8 +283,8 @@ void dropout_masks() {
         [&](auto i) { return kept(offset(i), 0.3) ? double(T(C(at(hx, i)) * C(scale))) : 0.0; }, 0.0);
   check("permute of dropout_mask" + t, attn::cast<T>(attn::permute<feat, batch, len>(mask)),
         [&](auto i) { return kept((i[1] * 7 + i[2]) * 33 + i[0], 0.3) ? double(T(scale)) : 0.0; }, 0.0);
-  const extents<shape<len>> many(70001);
-  check("dropout_mask, 70001 elements" + t,
+  const extents<shape<len>> many(4'194'305);  // whole rounds on a GPU of up to 600 multiprocessors
+  check("dropout_mask, 4 194 305 elements" + t,
         attn::cast<T>(attn::dropout_mask<C, device>(many, 0.3, numbers, first)),
         [&](auto i) { return kept(i[0], 0.3) ? double(T(scale)) : 0.0; }, 0.0);
   check("dropout_mask, p 0" + t, attn::cast<T>(attn::dropout_mask<C, device>(sizes, 0.0, numbers, first)),
@@ -525,6 +525,16 @@ void assignment_and_aliasing() {
     y = y * 2 + 1;
     compare("in place x = x * 2 + 1" + t, download(y),
             reference(sizes, [&](auto i) { return at(hx, i) * 2 + 1; }), default_tolerance<T>);
+  });
+  // Large enough for whole rounds of the kernel (elementwise_kernel.cuh) on any GPU of up to 600
+  // multiprocessors: each thread stores 4 elements after loading them, in place.
+  guard_exceptions("in place x = x * 2 + 1, 4 198 400 elements" + t, [&] {
+    const extents<shape<batch, len>> large(4096, 1025);
+    const auto hl = random_host<T>(large);
+    auto y = upload(hl);
+    y = y * 2 + 1;
+    compare("in place x = x * 2 + 1, 4 198 400 elements" + t, download(y),
+            reference(large, [&](auto i) { return at(hl, i) * 2 + 1; }), default_tolerance<T>);
   });
 
   // A square transposed in place: every element reads another that is also written.

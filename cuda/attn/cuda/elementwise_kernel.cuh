@@ -7,7 +7,7 @@
 // flight an operand: 0.5 MB with every thread of the GPU resident. So each thread computes
 // `elementwise_unroll` elements before it stores any, a grid's width apart: their loads have no
 // store between them and are issued together, and each of them is still one coalesced access a
-// warp (strided_in_rounds, which the row kernels of primitives_kernels.cuh use too).
+// warp (strided_in_rounds, which the loss's kernels in primitives_kernels.cuh use too).
 #pragma once
 
 #include <attn/core.hpp>
@@ -19,15 +19,16 @@ inline constexpr int elementwise_unroll = 4;
 
 /// store(i, load(i)) for i = first, first + step, … below end, in rounds of Unroll: a round's
 /// values are all loaded (and computed) before any is stored, so their loads are in flight
-/// together, and a store may write where a later round loads (a gradient over the
-/// probabilities it is computed from). The last, partial round goes one element at a time.
+/// together. A store writes only where its own round loaded, so the output may be the memory
+/// an element is read from (a gradient written over the probabilities it is computed from).
+/// Needs end + Unroll·step to fit in Index (the kernels' 32-bit indices serve up to 2³¹ − 1
+/// elements with a grid of under 2²⁰ threads).
 template <int Unroll, class Index, class Load, class Store>
 __device__ __forceinline__ void strided_in_rounds(Index i, const Index end, const Index step, const Load& load,
                                                    const Store& store) {
   static_assert(Unroll >= 1);
   using value = decltype(load(i));
-  // Whole rounds while i + (Unroll - 1)·step < end, written so that nothing wraps in an unsigned
-  // Index: end - span is taken only when end > span, and i + Unroll·step stays below end + step.
+  // Whole rounds while i + (Unroll - 1)·step < end (end - span is taken only when end > span).
   const Index span = static_cast<Index>(Unroll - 1) * step;
   if (end > span) {
     for (; i < end - span; i += static_cast<Index>(Unroll) * step) {
@@ -38,7 +39,18 @@ __device__ __forceinline__ void strided_in_rounds(Index i, const Index end, cons
       for (int k = 0; k < Unroll; ++k) store(i + static_cast<Index>(k) * step, v[k]);
     }
   }
-  for (; i < end; i += step) store(i, load(i));
+  // What is left, fewer than Unroll elements: one round with each element's bound checked, so
+  // that a thread with only a few elements (a tensor below Unroll grids' worth) loads them
+  // together too.
+  if (i < end) {
+    value v[Unroll]{};
+#pragma unroll
+    for (int k = 0; k < Unroll; ++k)
+      if (i + static_cast<Index>(k) * step < end) v[k] = load(i + static_cast<Index>(k) * step);
+#pragma unroll
+    for (int k = 0; k < Unroll; ++k)
+      if (i + static_cast<Index>(k) * step < end) store(i + static_cast<Index>(k) * step, v[k]);
+  }
 }
 
 /// out[i] = plan(i) for every i below size, in a grid-stride loop of rounds of Unroll elements,

@@ -1,7 +1,7 @@
 // Device primitives: the few operations of a Transformer that are not expressions. Gathers
 // and scatter-adds by token id, row selections and block copies (decoding's caches), masks
-// made from token ids, dropout masks, the label-smoothed loss over the vocabulary and Adam's
-// update. They are declared here once, so that `grad`, `nn`, `train` and `decode` call
+// made from token ids, the label-smoothed loss over the vocabulary and Adam's update. (Dropout's
+// mask is an expression: expr/dropout_mask.hpp.) They are declared here once, so that `grad`, `nn`, `train` and `decode` call
 // `primitives<Device>::…` and never name a backend; each backend specialises the template
 // (cpu/primitives.hpp, cuda/attn/cuda/primitives.cuh), as it does `memory` and `executor`.
 //
@@ -15,7 +15,6 @@
 #include "config.hpp"
 #include "device.hpp"
 #include "float16.hpp"
-#include "random.hpp"
 
 namespace attn {
 

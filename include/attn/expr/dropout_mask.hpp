@@ -38,8 +38,8 @@ struct dropout_mask {
 }  // namespace expr
 
 /// Dropout's mask over `sizes`: element i kept with probability 1 − p, as 1 / (1 − p), by the
-/// stream's number at counter first + i (the numbers `numbers.take(sizes.size())` reserved).
-/// The same numbers as primitives<Device>::dropout_mask's, element for element.
+/// stream's number at counter first + i (the numbers `numbers.take(sizes.size())` reserved), on
+/// every device.
 template <element T, device Device = cpu, shape_type S>
 auto dropout_mask(const extents<S>& sizes, double p, const random_stream& numbers, std::uint64_t first) {
   if (!(p >= 0.0 && p < 1.0))
