@@ -18,7 +18,6 @@
 // the time: a rate to compare, not always the bytes moved.
 //   primitives_gpu [--rows 8000,25000] [--widths 512,2048] [--types bf16,fp32] [--repeat 20]
 #include <attn/cuda/cuda.cuh>
-#include <attn/cuda/elementwise_kernel.cuh>
 #include <attn/cuda/reduce_kernels.cuh>
 
 #include <cuda_runtime.h>
@@ -185,12 +184,8 @@ void embedding_gradient(const options& o, const std::string& type) {
 template <int Unroll, class T, class E>
 void elementwise_launch(tensor<T, matrix, gpu>& out, const E& e) {
   cuda_backend::workspace ws;
-  const auto plan = cuda_backend::make_plan(e, ws);
-  const auto n = static_cast<std::uint32_t>(out.size());
-  constexpr int block = cuda_backend::detail::elementwise_block;
-  cuda_backend::elementwise_kernel<std::remove_const_t<decltype(plan)>, T, std::uint32_t, Unroll>
-      <<<cuda_backend::detail::grid_for(out.size(), block), block, 0, cuda_backend::stream()>>>(plan, out.data(), n);
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  cuda_backend::detail::launch_elementwise<std::uint32_t, Unroll>(cuda_backend::make_plan(e, ws), out.data(),
+                                                                  out.size());
 }
 
 template <class T>

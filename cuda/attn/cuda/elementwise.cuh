@@ -97,14 +97,9 @@ struct iota_plan {
 template <class C>
 struct dropout_mask_plan {
   using value_type = C;
-  random_stream numbers;
-  std::uint64_t first;
-  double drop;
-  C kept;
+  dropout_draws<C> draws;
   template <class I, class... Given>
-  __device__ C operator()(I i, Given...) const {
-    return numbers.uniform(first + static_cast<std::uint64_t>(i)) >= drop ? kept : C{0};
-  }
+  __device__ C operator()(I i, Given...) const { return draws(static_cast<std::uint64_t>(i)); }
 };
 
 /// Broadcast and permute: the operand read through an index_map.
@@ -186,7 +181,7 @@ struct planner<expr::iota<T, D, cuda>> {
 template <class T, class S>
 struct planner<expr::dropout_mask<T, S, cuda>> {
   static dropout_mask_plan<accumulate_t<T>> make(const expr::dropout_mask<T, S, cuda>& e, workspace&) {
-    return {e.numbers, e.first, e.drop, e.kept};
+    return {e.draws};
   }
 };
 
@@ -300,14 +295,14 @@ index_t largest_size(const E& e) {
 /// (plan_t<E>, E::op_type) prints the dimensions' names as class-type template arguments,
 /// in a syntax g++ rejects. type_identity<X>::type is printed with X canonical, which names
 /// no dimension. (nvcc 13.0; applies to every kernel of this backend.)
-template <class Index, class Plan, class T>
+template <class Index, int Unroll = elementwise_unroll, class Plan, class T>
 void launch_elementwise(const Plan& p, T* out, index_t n) {
   static_assert(std::is_trivially_copyable_v<Plan>,
                 "attn::cuda: a plan must be trivially copyable to be a kernel parameter");
   // Kernel parameters may take 32764 bytes since CUDA 12.1 (Volta and later).
   static_assert(sizeof(Plan) <= 32764,
                 "attn::cuda: the expression is too large for one kernel; evaluate part of it first");
-  elementwise_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index>
+  elementwise_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index, Unroll>
       <<<grid_for(n, elementwise_block), elementwise_block, 0, stream()>>>(p, out,
                                                                          static_cast<Index>(n));
   ATTN_CUDA_CHECK(cudaGetLastError());

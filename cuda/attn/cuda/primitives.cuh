@@ -191,9 +191,7 @@ struct primitives<cuda> {
     if (const auto at = bad.read(); at != bad.none) {
       Id id{};
       ATTN_CUDA_CHECK(cudaMemcpy(&id, targets + at, sizeof id, cudaMemcpyDeviceToHost));
-      throw extent_error("attn::train::cross_entropy", "vocab",
-                         "has extent " + std::to_string(classes) + ", but target id " + std::to_string(id) +
-                             " was given at position " + std::to_string(at));
+      throw unknown_target(classes, static_cast<long long>(id), static_cast<index_t>(at));
     }
     return {host[0], host[1], static_cast<index_t>(host[2])};
   }

@@ -1,9 +1,10 @@
 // Device primitives: the few operations of a Transformer that are not expressions. Gathers
 // and scatter-adds by token id, row selections and block copies (decoding's caches), masks
-// made from token ids, the label-smoothed loss over the vocabulary and Adam's update. (Dropout's
-// mask is an expression: expr/dropout_mask.hpp.) They are declared here once, so that `grad`, `nn`, `train` and `decode` call
-// `primitives<Device>::…` and never name a backend; each backend specialises the template
-// (cpu/primitives.hpp, cuda/attn/cuda/primitives.cuh), as it does `memory` and `executor`.
+// made from token ids, the label-smoothed loss over the vocabulary and Adam's update (dropout's
+// mask is an expression: expr/dropout_mask.hpp). They are declared here once, so that `grad`,
+// `nn`, `train` and `decode` call `primitives<Device>::…` and never name a backend; each backend
+// specialises the template (cpu/primitives.hpp, cuda/attn/cuda/primitives.cuh), as it does
+// `memory` and `executor`.
 //
 // Pointers are to Device memory unless a parameter says "host". Operations are ordered with
 // the device's other work; on the CPU they run when called, on a GPU they are enqueued.
@@ -11,9 +12,11 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "config.hpp"
 #include "device.hpp"
+#include "error.hpp"
 #include "float16.hpp"
 
 namespace attn {
@@ -64,6 +67,14 @@ struct cross_entropy_totals {
   double smoothed = 0;  // Σ of the smoothed cross-entropy
   index_t tokens = 0;   // rows whose target is not padding
 };
+
+/// What every device's cross_entropy throws for a target that is neither padding nor in
+/// [0, classes): the first such position's.
+inline extent_error unknown_target(index_t classes, long long id, index_t position) {
+  return extent_error("attn::train::cross_entropy", "vocab",
+                      "has extent " + std::to_string(classes) + ", but target id " + std::to_string(id) +
+                          " was given at position " + std::to_string(position));
+}
 
 /// The primitives of a device. The members every backend provides (T float, double, bfloat16
 /// or float16, A = accumulate_t<T> the type it computes in: float for the 16-bit types, whose

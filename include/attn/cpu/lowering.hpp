@@ -75,19 +75,14 @@ struct lowering<expr::iota<T, D, cpu>> {
 template <class T, class S>
 struct lowering<expr::dropout_mask<T, S, cpu>> {
   using C = accumulate_t<T>;
-  struct draws {
-    random_stream numbers;
-    std::uint64_t first;
-    double drop;
-    C kept;
-    C operator()(Eigen::Index i) const {
-      return numbers.uniform(first + static_cast<std::uint64_t>(i)) >= drop ? kept : C{0};
-    }
+  struct at_index {
+    dropout_draws<C> draws;
+    C operator()(Eigen::Index i) const { return draws(static_cast<std::uint64_t>(i)); }
   };
   eigen_map<C, S::rank> shape_only;  // sizes for the op; never read
-  draws op;
+  at_index op;
   explicit lowering(const expr::dropout_mask<T, S, cpu>& e)
-      : shape_only(static_cast<const C*>(nullptr), eigen_sizes(e.extents())), op{e.numbers, e.first, e.drop, e.kept} {}
+      : shape_only(static_cast<const C*>(nullptr), eigen_sizes(e.extents())), op{e.draws} {}
   auto eigen() const { return shape_only.nullaryExpr(op); }
 };
 

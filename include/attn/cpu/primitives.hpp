@@ -123,9 +123,7 @@ struct primitives<cpu> {
     } else {
       for (index_t r = 0; r < rows; ++r) {
         if (targets[r] != pad && (targets[r] < 0 || targets[r] >= classes))
-          throw extent_error("attn::train::cross_entropy", "vocab",
-                             "has extent " + std::to_string(classes) + ", but target id " + std::to_string(targets[r]) +
-                                 " was given at position " + std::to_string(r));
+          throw unknown_target(classes, static_cast<long long>(targets[r]), r);
       }
       using row_array = Eigen::Array<T, 1, Eigen::Dynamic>;
       std::vector<double> nll(static_cast<std::size_t>(rows)), smoothed(static_cast<std::size_t>(rows));

@@ -9,25 +9,36 @@
 #include <stdexcept>
 #include <string>
 
+#include "../core/config.hpp"
 #include "../core/random.hpp"
 #include "expression.hpp"
 
 namespace attn {
 
+/// The mask's element at row-major index i: numbers.uniform(first + i) ≥ drop ? kept : 0. Both
+/// backends call it (the CPU's Eigen op, the GPU's plan), so the masks are the same numbers.
+template <class C>
+struct dropout_draws {
+  random_stream numbers;
+  std::uint64_t first;  // the stream's counter at index 0
+  double drop;          // p
+  C kept;               // 1 / (1 − p)
+
+  ATTN_HOST_DEVICE C operator()(std::uint64_t i) const {
+    return numbers.uniform(first + i) >= drop ? kept : C{0};
+  }
+};
+
 namespace expr {
 
-/// numbers.uniform(first + i) ≥ drop ? kept : 0 at row-major index i, in accumulate_t<T>: a
-/// leaf that reads no memory.
+/// Dropout's mask, in accumulate_t<T>: a leaf that reads no memory.
 template <element T, shape_type S, device Device>
 struct dropout_mask {
   using value_type = T;
   using shape_type = S;
   using device_type = Device;
 
-  random_stream numbers;
-  std::uint64_t first;  // the stream's counter at index 0
-  double drop;          // p
-  accumulate_t<T> kept;
+  dropout_draws<accumulate_t<T>> draws;
   attn::extents<S> sizes;
 
   const attn::extents<S>& extents() const { return sizes; }
@@ -44,7 +55,8 @@ template <element T, device Device = cpu, shape_type S>
 auto dropout_mask(const extents<S>& sizes, double p, const random_stream& numbers, std::uint64_t first) {
   if (!(p >= 0.0 && p < 1.0))
     throw std::invalid_argument("attn::dropout_mask: p must be in [0, 1), got " + std::to_string(p));
-  return expr::dropout_mask<T, S, Device>{numbers, first, p, static_cast<accumulate_t<T>>(1.0 / (1.0 - p)), sizes};
+  using C = accumulate_t<T>;
+  return expr::dropout_mask<T, S, Device>{dropout_draws<C>{numbers, first, p, static_cast<C>(1.0 / (1.0 - p))}, sizes};
 }
 
 }  // namespace attn

@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include "../core/random.hpp"
@@ -18,20 +16,17 @@ namespace attn::grad {
 namespace detail {
 
 /// Dropout's mask over `sizes`, the next sizes.size() numbers of the stream, and the product by
-/// it: `masked(z)` is z ⊙ mask, computed in float and rounded once for 16-bit T.
+/// it: `masked(z)` is z ⊙ mask, computed in float and rounded once for 16-bit T. A p of 1 or
+/// more is refused by attn::dropout_mask, before the stream moves.
 template <class T, class Device, class S>
 auto dropout_product(const attn::extents<S>& sizes, double p, random_stream& stream) {
   using M = accumulate_t<T>;
-  const std::uint64_t first = stream.take(static_cast<std::uint64_t>(sizes.size()));
-  const auto mask = attn::dropout_mask<M, Device>(sizes, p, stream, first);
+  const auto mask = attn::dropout_mask<M, Device>(sizes, p, stream, stream.position());  // checks p first
+  stream.take(static_cast<std::uint64_t>(sizes.size()));
   return [mask](const auto& z) {
     if constexpr (std::is_same_v<M, T>) return z * mask;
     else return attn::cast<T>(attn::cast<M>(z) * mask);
   };
-}
-
-inline void check_dropout_rate(const char* what, double p) {
-  if (p >= 1.0) throw std::invalid_argument(std::string(what) + ": p must be below 1, got " + std::to_string(p));
 }
 
 }  // namespace detail
@@ -45,7 +40,6 @@ inline void check_dropout_rate(const char* what, double p) {
 template <class T, class S, class Device>
 variable<T, S, Device> dropout(tape* t, const variable<T, S, Device>& x, double p, random_stream& stream) {
   if (p <= 0.0) return x;
-  detail::check_dropout_rate("attn::grad::dropout", p);
   const auto masked = detail::dropout_product<T, Device>(x.extents(), p, stream);
   variable<T, S, Device> y(masked(x.value()), recording(t, x));
   if (y.requires_grad()) {
@@ -64,7 +58,6 @@ template <class T, class S, class Device>
 variable<T, S, Device> add_dropout(tape* t, const variable<T, S, Device>& x, const variable<T, S, Device>& y,
                                    double p, random_stream& stream) {
   if (p <= 0.0) return add(t, x, y);
-  detail::check_dropout_rate("attn::grad::add_dropout", p);
   const auto masked = detail::dropout_product<T, Device>(y.extents(), p, stream);
   variable<T, S, Device> sum(x.value() + masked(y.value()), recording(t, x, y));
   if (sum.requires_grad()) {

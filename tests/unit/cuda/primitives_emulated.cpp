@@ -100,10 +100,7 @@ struct primitives : attn::primitives<attn::cpu> {
     emulator::launch(kernels::cross_entropy_totals<accumulate_t<T>>, dim3(1), dim3(1024), 0,
                      static_cast<const double*>(row_nll), static_cast<const double*>(row_smoothed),
                      static_cast<const accumulate_t<T>*>(weight), rows, totals);
-    if (bad != ~0ull)
-      throw attn::extent_error("attn::train::cross_entropy", "vocab",
-                               "has extent " + std::to_string(classes) + ", but target id " +
-                                   std::to_string(targets[bad]) + " was given at position " + std::to_string(bad));
+    if (bad != ~0ull) throw attn::unknown_target(classes, static_cast<long long>(targets[bad]), index_t(bad));
     return {totals[0], totals[1], static_cast<index_t>(totals[2])};
   }
 
