@@ -8,18 +8,13 @@
 
 namespace attn::cpu_backend {
 
-// Packet types carry alignment attributes that GCC warns about dropping in template arguments.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wignored-attributes"
-#endif
+// The evaluator's own count: naming its packet type as a template argument drops the type's
+// alignment attributes, which GCC warns about, and GCC 12 forgets a pragma that silences it
+// when the header comes from a precompiled one (GCC PR 64117).
 template <class Evaluator>
 constexpr index_t packet_size() {
-  return Eigen::internal::unpacket_traits<typename Evaluator::PacketReturnType>::size;
+  return Evaluator::PacketSize;
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 /// Evaluates an Eigen tensor expression into `dst` with one evaluator shared by the threads:
 /// expressions Eigen prefers to tile (broadcasts, shuffles) as a range of its L1-sized blocks
