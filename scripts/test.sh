@@ -27,11 +27,11 @@ heading "configure (build/)"
 # The example programs for the tiny preset only, the one their tests train, and for the CPU
 # alone: nothing here runs a GPU, and the gpu tests compile the model, its steps and decoding
 # for one (the programs' CUDA units were 9 % of this build; scripts/gpu.sh builds them). CUDA
-# code compiled to be checked, not run (docs/testing.md): PTX alone (-arch=compute_90), which
-# ptxas checks but does not assemble for a chip that is not here, and with gpu_check_only the
-# kernels at nvcc's device -O1 and the gpu tests' host code at -O0; nvcc still parses,
-# instantiates and emits every kernel (scripts/gpu.sh and gpu-bundle.sh build for the GPU's
-# sm_XX at -O3). No Google Benchmark programs: they test nothing, and took 6 % of this build
+# code compiled to be checked, not run (docs/testing.md): PTX alone (-arch=compute_90), and with
+# gpu_check_only the kernels at nvcc's device -O0 and the gpu tests' host code read to the end
+# but not generated (-fsyntax-only), nothing linked; nvcc still parses, instantiates and emits
+# every kernel, and g++ instantiates every host template (scripts/gpu.sh and gpu-bundle.sh
+# build the suite for the GPU's sm_XX at -O3). No Google Benchmark programs: they test nothing, and took 6 % of this build
 # (bench/'s commands in docs/benchmarks.md build them where they run). A fresh build/; an
 # existing one keeps its options.
 if [[ -d build/meson-private ]]; then
