@@ -31,9 +31,9 @@ heading "configure (build/)"
 # gpu_check_only the kernels at nvcc's device -O0 and the gpu tests' host code read to the end
 # but not generated (-fsyntax-only), nothing linked; nvcc still parses, instantiates and emits
 # every kernel, and g++ instantiates every host template (scripts/gpu.sh and gpu-bundle.sh
-# build the suite for the GPU's sm_XX at -O3). No Google Benchmark programs: they test nothing, and took 6 % of this build
-# (bench/'s commands in docs/benchmarks.md build them where they run). A fresh build/; an
-# existing one keeps its options.
+# build the suite for the GPU's sm_XX at -O3). No Google Benchmark programs: they test nothing,
+# and took 6 % of this build (bench/'s commands in docs/benchmarks.md build them where they
+# run). A fresh build/; an existing one keeps its options.
 if [[ -d build/meson-private ]]; then
   setup build
 else

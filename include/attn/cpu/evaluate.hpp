@@ -8,9 +8,9 @@
 
 namespace attn::cpu_backend {
 
-// The evaluator's own count: naming its packet type as a template argument drops the type's
-// alignment attributes, which GCC warns about, and GCC 12 forgets a pragma that silences it
-// when the header comes from a precompiled one (GCC PR 64117).
+// The evaluator's own count (unpacket_traits of its packet type, as Eigen defines it): naming
+// the packet type as a template argument drops its alignment attributes, which GCC warns about,
+// and GCC 12 ignores a pragma silencing that warning in a precompiled header (tests/unit/pch).
 template <class Evaluator>
 constexpr index_t packet_size() {
   return Evaluator::PacketSize;
