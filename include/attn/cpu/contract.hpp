@@ -77,7 +77,58 @@ index_t product_of(const Sizes& sizes) {
   }(List{});
 }
 
-/// The product in the destination's own type (float or double).
+/// c[i] = op(a[i]) · op(b[i]) for i < batches, row-major [m, k] · [k, n] matrices one after
+/// another (`a_transposed`: a[i] stored as [k, m]; `b_transposed`: b[i] as [n, k]). A function of
+/// the element type alone, not of the contraction's shapes: every product of a model shares one
+/// copy of Eigen's and oneDNN's dispatch, where a copy a contraction was 45 in a trainer's model.
+template <class T>
+void multiply_batches(T* c_data, const T* a_data, bool a_transposed, const T* b_data, bool b_transposed,
+                      index_t batches, index_t m, index_t n, index_t k) {
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  constexpr index_t small_product = index_t{1} << 16;  // multiply-adds
+  auto one_product = [&](index_t i) {
+    Eigen::Map<matrix> c(c_data + i * m * n, m, n);
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      c.setZero();
+      return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      // Matrix-vector products (a decoding step's attention) stay with Eigen's GEMV.
+      if (m > 1 && n > 1 && dnnl_gemm_enabled())
+        return dnnl_gemm(c.data(), a_data + i * m * k, a_transposed, b_data + i * k * n, b_transposed, m, n, k);
+    }
+    const Eigen::Map<const matrix> a_i(a_data + i * m * k, a_transposed ? k : m, a_transposed ? m : k);
+    const Eigen::Map<const matrix> b_i(b_data + i * k * n, b_transposed ? n : k, b_transposed ? k : n);
+    if (std::min(m, n) <= 8 && m * n * k <= small_product) {
+      // A small product with a side of a few rows (a decoding step's attention: one query a
+      // head, or a sentence's k hypotheses): Eigen's own loops, as a BLAS call costs more.
+      if (!a_transposed && !b_transposed) c.noalias() = a_i.lazyProduct(b_i);
+      else if (!a_transposed) c.noalias() = a_i.lazyProduct(b_i.transpose());
+      else if (!b_transposed) c.noalias() = a_i.transpose().lazyProduct(b_i);
+      else c.noalias() = a_i.transpose().lazyProduct(b_i.transpose());
+      return;
+    }
+    if (!a_transposed && !b_transposed) c.noalias() = a_i * b_i;
+    else if (!a_transposed) c.noalias() = a_i * b_i.transpose();
+    else if (!b_transposed) c.noalias() = a_i.transpose() * b_i;
+    else c.noalias() = a_i.transpose() * b_i.transpose();
+  };
+
+  // Many small products (attention's per-head matrices): one thread each. Few large ones:
+  // in turn, each spread over all threads by the GEMM itself.
+  const double flops_each = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (batches > 1 && flops_each < 4.0e6) {
+    parallel_for(batches, 1, 1, [&](index_t begin, index_t end) {
+      for (index_t i = begin; i < end; ++i) one_product(i);
+    });
+  } else {
+    for (index_t i = 0; i < batches; ++i) one_product(i);
+  }
+}
+
+/// The product in the destination's own type (float or double): its operands found or laid out
+/// as batches of matrices, then multiplied.
 template <class T, class S, class E>
 void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
   using K = typename E::contracted_dim;
@@ -93,52 +144,9 @@ void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
   const auto b = prepare_operand<b_k_cols, b_cols_k>(contraction.b);
 
   const auto& sizes = contraction.extents();
-  const index_t batches = product_of<batch>(sizes);
-  const index_t m = product_of<a_free>(sizes);
-  const index_t n = product_of<b_free>(sizes);
-  const index_t k = contraction.a.extents().template extent<K>();
-
-  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  constexpr index_t small_product = index_t{1} << 16;  // multiply-adds
-  auto one_product = [&](index_t i) {
-    Eigen::Map<matrix> c(dst.data() + i * m * n, m, n);
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-      c.setZero();
-      return;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      // Matrix-vector products (a decoding step's attention) stay with Eigen's GEMV.
-      if (m > 1 && n > 1 && dnnl_gemm_enabled())
-        return dnnl_gemm(c.data(), a.data + i * m * k, a.transposed, b.data + i * k * n, b.transposed, m, n, k);
-    }
-    const Eigen::Map<const matrix> a_i(a.data + i * m * k, a.transposed ? k : m, a.transposed ? m : k);
-    const Eigen::Map<const matrix> b_i(b.data + i * k * n, b.transposed ? n : k, b.transposed ? k : n);
-    if (std::min(m, n) <= 8 && m * n * k <= small_product) {
-      // A small product with a side of a few rows (a decoding step's attention: one query a
-      // head, or a sentence's k hypotheses): Eigen's own loops, as a BLAS call costs more.
-      if (!a.transposed && !b.transposed) c.noalias() = a_i.lazyProduct(b_i);
-      else if (!a.transposed) c.noalias() = a_i.lazyProduct(b_i.transpose());
-      else if (!b.transposed) c.noalias() = a_i.transpose().lazyProduct(b_i);
-      else c.noalias() = a_i.transpose().lazyProduct(b_i.transpose());
-      return;
-    }
-    if (!a.transposed && !b.transposed) c.noalias() = a_i * b_i;
-    else if (!a.transposed) c.noalias() = a_i * b_i.transpose();
-    else if (!b.transposed) c.noalias() = a_i.transpose() * b_i;
-    else c.noalias() = a_i.transpose() * b_i.transpose();
-  };
-
-  // Many small products (attention's per-head matrices): one thread each. Few large ones:
-  // in turn, each spread over all threads by the GEMM itself.
-  const double flops_each = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (batches > 1 && flops_each < 4.0e6) {
-    parallel_for(batches, 1, 1, [&](index_t begin, index_t end) {
-      for (index_t i = begin; i < end; ++i) one_product(i);
-    });
-  } else {
-    for (index_t i = 0; i < batches; ++i) one_product(i);
-  }
+  multiply_batches<T>(dst.data(), a.data, a.transposed, b.data, b.transposed, product_of<batch>(sizes),
+                      product_of<a_free>(sizes), product_of<b_free>(sizes),
+                      contraction.a.extents().template extent<K>());
 }
 
 }  // namespace detail
