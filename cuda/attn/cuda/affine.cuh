@@ -176,15 +176,9 @@ void affine_in_two_passes(const tensor_view<T, S, cuda>& dst, const Product& pro
 template <class T, class S, class Product, class Bias>
 void affine_into(const tensor_view<T, S, cuda>& dst, const Product& product, const Bias& bias, bool relu) {
   using V = std::remove_const_t<T>;
-  using K = typename Product::contracted_dim;
-  using batch = typename Product::batch_dims;
-  using a_free = typename Product::a_free_dims;
-  using b_free = typename Product::b_free_dims;
-  const auto& sizes = product.extents();
-  const index_t batches = detail::product_of<batch>(sizes);
-  const index_t m = detail::product_of<a_free>(sizes);
-  const index_t n = detail::product_of<b_free>(sizes);
-  const index_t k = product.a.extents().template extent<K>();
+  using form = expr::matrix_form<Product>;
+  const form matrices(product);
+  const index_t batches = matrices.batches, m = matrices.m, n = matrices.n, k = matrices.k;
   if constexpr (!std::is_same_v<V, float> && !is_float16_storage<V>) {
     detail::affine_in_two_passes(dst, product, bias, relu);
   } else {
@@ -194,12 +188,8 @@ void affine_into(const tensor_view<T, S, cuda>& dst, const Product& product, con
       detail::affine_in_two_passes(dst, product, bias, relu);
       return;
     }
-    using a_rows_k = shape_of_list<meta::concat_t<batch, a_free, meta::list<K>>>;
-    using a_k_rows = shape_of_list<meta::concat_t<batch, meta::list<K>, a_free>>;
-    using b_k_cols = shape_of_list<meta::concat_t<batch, meta::list<K>, b_free>>;
-    using b_cols_k = shape_of_list<meta::concat_t<batch, b_free, meta::list<K>>>;
-    const auto a = detail::prepare_operand<a_rows_k, a_k_rows>(product.a);
-    const auto b = detail::prepare_operand<b_k_cols, b_cols_k>(product.b);
+    const auto a = detail::prepare_operand<typename form::a_rows_k, typename form::a_k_rows>(product.a);
+    const auto b = detail::prepare_operand<typename form::b_k_cols, typename form::b_cols_k>(product.b);
     // Row-major Y (m x n) = X·W is column-major Yᵀ = Wᵀ·Xᵀ (contract_into): cuBLAS's A is our
     // b, its B our a, its D is n x m, and the bias runs along cuBLAS's rows: our columns.
     int device = 0;

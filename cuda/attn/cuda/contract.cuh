@@ -99,13 +99,6 @@ gemm_operand<typename X::value_type> prepare_operand(const X& x) {
   }
 }
 
-template <class List, class Sizes>
-index_t product_of(const Sizes& sizes) {
-  return [&]<class... Ds>(meta::list<Ds...>) {
-    return (index_t{1} * ... * sizes.template extent<Ds>());
-  }(List{});
-}
-
 /// cuBLAS's name of an element type.
 template <class T>
 constexpr cudaDataType_t data_type() {
@@ -168,20 +161,9 @@ void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
                 "attn::contract: the CUDA backend contracts float, double, bfloat16 or float16 tensors");
   static_assert(std::is_same_v<V, In> || std::is_same_v<V, accumulate_t<In>>,
                 "attn::contract: the destination holds the operands' type or their compute type");
-  using K = typename E::contracted_dim;
-  using batch = typename E::batch_dims;
-  using a_free = typename E::a_free_dims;
-  using b_free = typename E::b_free_dims;
-  using a_rows_k = shape_of_list<meta::concat_t<batch, a_free, meta::list<K>>>;
-  using a_k_rows = shape_of_list<meta::concat_t<batch, meta::list<K>, a_free>>;
-  using b_k_cols = shape_of_list<meta::concat_t<batch, meta::list<K>, b_free>>;
-  using b_cols_k = shape_of_list<meta::concat_t<batch, b_free, meta::list<K>>>;
-
-  const auto& sizes = contraction.extents();
-  const index_t batches = detail::product_of<batch>(sizes);
-  const index_t m = detail::product_of<a_free>(sizes);
-  const index_t n = detail::product_of<b_free>(sizes);
-  const index_t k = contraction.a.extents().template extent<K>();
+  using form = expr::matrix_form<E>;
+  const form matrices(contraction);
+  const index_t batches = matrices.batches, m = matrices.m, n = matrices.n, k = matrices.k;
   if (batches == 0 || m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum; cuBLAS would reject the zero leading dimensions
     ATTN_CUDA_CHECK(cudaMemsetAsync(dst.data(), 0, static_cast<std::size_t>(dst.size()) * sizeof(V),
@@ -189,8 +171,8 @@ void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
     return;
   }
 
-  const auto a = detail::prepare_operand<a_rows_k, a_k_rows>(contraction.a);
-  const auto b = detail::prepare_operand<b_k_cols, b_cols_k>(contraction.b);
+  const auto a = detail::prepare_operand<typename form::a_rows_k, typename form::a_k_rows>(contraction.a);
+  const auto b = detail::prepare_operand<typename form::b_k_cols, typename form::b_cols_k>(contraction.b);
 
   // cuBLAS is column-major, and a row-major m x n matrix is a column-major n x m one: so
   // compute Cᵀ = Bᵀ Aᵀ. Row-major B (k x n) read column-major is already Bᵀ (op N, ld n);

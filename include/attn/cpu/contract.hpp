@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "../expr/contract.hpp"
 #include "dnnl_gemm.hpp"
 #include "evaluate.hpp"
 #include "lowering.hpp"
@@ -21,9 +22,6 @@
 namespace attn::cpu_backend {
 
 namespace detail {
-
-template <class List>
-using shape_from = shape_of_list<List>;
 
 /// An operand as a pointer to [batch..., P..., Q...] elements; `transposed` when stored as
 /// [batch..., Q..., P...] instead. `storage` owns a temporary when one was needed.
@@ -68,13 +66,6 @@ auto prepare_operand(const X& x) {
     const T* data = storage.data();
     return gemm_operand<T, Preferred>{data, false, std::move(storage)};
   }
-}
-
-template <class List, class Sizes>
-index_t product_of(const Sizes& sizes) {
-  return [&]<class... Ds>(meta::list<Ds...>) {
-    return (index_t{1} * ... * sizes.template extent<Ds>());
-  }(List{});
 }
 
 /// c[i] = op(a[i]) · op(b[i]) for i < batches, row-major [m, k] · [k, n] matrices one after
@@ -131,22 +122,12 @@ void multiply_batches(T* c_data, const T* a_data, bool a_transposed, const T* b_
 /// as batches of matrices, then multiplied.
 template <class T, class S, class E>
 void contract_wide(const tensor_view<T, S, cpu>& dst, const E& contraction) {
-  using K = typename E::contracted_dim;
-  using batch = typename E::batch_dims;
-  using a_free = typename E::a_free_dims;
-  using b_free = typename E::b_free_dims;
-  using a_rows_k = shape_from<meta::concat_t<batch, a_free, meta::list<K>>>;
-  using a_k_rows = shape_from<meta::concat_t<batch, meta::list<K>, a_free>>;
-  using b_k_cols = shape_from<meta::concat_t<batch, meta::list<K>, b_free>>;
-  using b_cols_k = shape_from<meta::concat_t<batch, b_free, meta::list<K>>>;
-
-  const auto a = prepare_operand<a_rows_k, a_k_rows>(contraction.a);
-  const auto b = prepare_operand<b_k_cols, b_cols_k>(contraction.b);
-
-  const auto& sizes = contraction.extents();
-  multiply_batches<T>(dst.data(), a.data, a.transposed, b.data, b.transposed, product_of<batch>(sizes),
-                      product_of<a_free>(sizes), product_of<b_free>(sizes),
-                      contraction.a.extents().template extent<K>());
+  using form = expr::matrix_form<E>;
+  const form matrices(contraction);
+  const auto a = prepare_operand<typename form::a_rows_k, typename form::a_k_rows>(contraction.a);
+  const auto b = prepare_operand<typename form::b_k_cols, typename form::b_cols_k>(contraction.b);
+  multiply_batches<T>(dst.data(), a.data, a.transposed, b.data, b.transposed, matrices.batches, matrices.m,
+                      matrices.n, matrices.k);
 }
 
 }  // namespace detail

@@ -37,6 +37,36 @@ struct contract {
   void for_each_child(F&& f) const { f(a), f(b); }
 };
 
+/// A contraction read as `batches` matrix products [m, k] · [k, n], row-major, one after another:
+/// the layouts in which an operand can be read in place (a as [batch..., a's free..., K] or,
+/// transposed, [batch..., K, a's free...]; b as [batch..., K, b's free...] or [batch..., b's
+/// free..., K]) and the sizes. What every backend's matrix-product call takes.
+template <class E>
+struct matrix_form {
+  using K = typename E::contracted_dim;
+  using batch = typename E::batch_dims;
+  using a_free = typename E::a_free_dims;
+  using b_free = typename E::b_free_dims;
+  using a_rows_k = shape_of_list<meta::concat_t<batch, a_free, meta::list<K>>>;
+  using a_k_rows = shape_of_list<meta::concat_t<batch, meta::list<K>, a_free>>;
+  using b_k_cols = shape_of_list<meta::concat_t<batch, meta::list<K>, b_free>>;
+  using b_cols_k = shape_of_list<meta::concat_t<batch, b_free, meta::list<K>>>;
+
+  index_t batches, m, n, k;
+
+  explicit matrix_form(const E& e)
+      : batches(size_of(batch{}, e.extents())),
+        m(size_of(a_free{}, e.extents())),
+        n(size_of(b_free{}, e.extents())),
+        k(e.a.extents().template extent<K>()) {}
+
+ private:
+  template <class... Ds, class Sizes>
+  static index_t size_of(meta::list<Ds...>, const Sizes& sizes) {
+    return (index_t{1} * ... * sizes.template extent<Ds>());
+  }
+};
+
 }  // namespace expr
 
 /// Contracts dimension K: `contract<d_k>(q, k)` gives q·kᵀ with shape [batch, heads, tgt, src]

@@ -192,3 +192,33 @@ TEST_CASE("contracting over an empty dimension gives zeros; mismatched sizes are
     CHECK(std::string(e.what()) == "attn::contract: dimension 'k' has extent 0 in one operand and 4 in the other");
   }
 }
+
+TEST_CASE("a contraction read as batches of matrix products: the layouts read in place and the sizes") {
+  // q [batch, heads, tgt, d_k] · k [batch, heads, src, d_k] over d_k: attention's scores.
+  const attn::tensor<float, attn::shape<batch, heads, tgt, d_k>> q(2, 7);
+  const attn::tensor<float, attn::shape<batch, heads, src, d_k>> k(2, 4);
+  const auto scores = attn::contract<d_k>(q, k);
+  using form = attn::expr::matrix_form<std::remove_cvref_t<decltype(scores)>>;
+  static_assert(std::is_same_v<form::a_rows_k, attn::shape<batch, heads, tgt, d_k>>);
+  static_assert(std::is_same_v<form::a_k_rows, attn::shape<batch, heads, d_k, tgt>>);
+  static_assert(std::is_same_v<form::b_k_cols, attn::shape<batch, heads, d_k, src>>);
+  static_assert(std::is_same_v<form::b_cols_k, attn::shape<batch, heads, src, d_k>>);
+  const form matrices(scores);
+  CHECK(matrices.batches == 2 * 3);
+  CHECK(matrices.m == 7);
+  CHECK(matrices.n == 4);
+  CHECK(matrices.k == 5);
+
+  // No batch dimension, and a side with two free dimensions: x [batch, tgt, m] · w [m, n].
+  const attn::tensor<float, attn::shape<batch, tgt, m_dim>> x(3, 2, 6);
+  const attn::tensor<float, attn::shape<m_dim, n_dim>> w(6, 9);
+  const auto product = attn::contract<m_dim>(x, w);
+  using flat = attn::expr::matrix_form<std::remove_cvref_t<decltype(product)>>;
+  static_assert(std::is_same_v<flat::a_rows_k, attn::shape<batch, tgt, m_dim>>);
+  static_assert(std::is_same_v<flat::b_k_cols, attn::shape<m_dim, n_dim>>);
+  const flat rows(product);
+  CHECK(rows.batches == 1);
+  CHECK(rows.m == 3 * 2);
+  CHECK(rows.n == 9);
+  CHECK(rows.k == 6);
+}
