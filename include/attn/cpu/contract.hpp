@@ -71,7 +71,8 @@ auto prepare_operand(const X& x) {
 /// c[i] = op(a[i]) · op(b[i]) for i < batches, row-major [m, k] · [k, n] matrices one after
 /// another (`a_transposed`: a[i] stored as [k, m]; `b_transposed`: b[i] as [n, k]). A function of
 /// the element type alone, not of the contraction's shapes: every product of a model shares one
-/// copy of Eigen's and oneDNN's dispatch, where a copy a contraction was 45 in a trainer's model.
+/// copy of Eigen's and oneDNN's dispatch, where each contraction had its own (45 in a trainer's
+/// model).
 template <class T>
 void multiply_batches(T* c_data, const T* a_data, bool a_transposed, const T* b_data, bool b_transposed,
                       index_t batches, index_t m, index_t n, index_t k) {
