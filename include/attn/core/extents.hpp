@@ -47,6 +47,20 @@ class extents<shape<Ds...>> {
     return result;
   }
 
+  /// Other's sizes under this shape's names: the two shapes' dimensions have the same extents,
+  /// position by position (static and equal, or dynamic), so there is nothing to check.
+  template <class Other>
+  static constexpr extents renamed(const extents<Other>& other) {
+    static_assert(Other::rank == rank, "attn::extents::renamed: the shapes' ranks differ");
+    if constexpr (Other::rank == rank)
+      static_assert([]<class... Os>(meta::list<Os...>) { return ((Ds::extent == Os::extent) && ...); }(
+                        typename Other::dims{}),
+                    "attn::extents::renamed: the shapes' extents differ");
+    extents result(uninitialised{});
+    result.sizes_ = other.sizes();
+    return result;
+  }
+
   template <dimension D>
   constexpr index_t extent() const {
     static_assert(has_dim<shape_type, D>, "attn::extents: dimension not in shape");

@@ -69,4 +69,39 @@ using remove_dim = shape_of_list<meta::difference_t<typename S::dims, meta::list
 template <class S, class D, class... Ds>
 using replace_dim = shape_of_list<meta::replace_t<D, meta::list<Ds...>, typename S::dims>>;
 
+namespace detail {
+/// "#07" for I = 7: a dimension's name made from its position.
+template <std::size_t I>
+constexpr fixed_string<4> position_name() {
+  static_assert(I < 100, "attn: positional names go up to 99 dimensions");
+  const char text[4] = {'#', char('0' + I / 10), char('0' + I % 10), '\0'};
+  return fixed_string<4>(text);
+}
+}  // namespace detail
+
+/// D renamed by its position in the list Dims, keeping its extent. An operation whose operands'
+/// dimensions are all renamed so (positional_shape) does its work under names that depend on
+/// the operands' structure and extents alone, and is compiled once for all of their namings
+/// (view_as, core/tensor.hpp).
+template <class D, class Dims>
+using positional_dim = dim<detail::position_name<meta::index_of_v<D, Dims>>(), D::extent>;
+
+namespace detail {
+template <class S, class Dims>
+struct positional_shape_impl;
+template <class... Ds, class Dims>
+struct positional_shape_impl<shape<Ds...>, Dims> {
+  using type = shape<positional_dim<Ds, Dims>...>;
+};
+}  // namespace detail
+
+/// S with each dimension renamed by its position in Dims (which holds all of S's).
+template <class S, class Dims>
+using positional_shape = typename detail::positional_shape_impl<S, Dims>::type;
+
+/// S with each dimension renamed by its own position (#00, #01, …): an elementwise operation's
+/// names of its own.
+template <class S>
+using positional = positional_shape<S, typename S::dims>;
+
 }  // namespace attn

@@ -183,6 +183,16 @@ class tensor {
   std::unique_ptr<T[], deleter> data_;
 };
 
+/// The same elements under the dimension names of To, whose dimensions have From's extents in
+/// From's order (each static with the same extent, or dynamic). A library operation that views its
+/// operands under names of its own is compiled once for every naming of its shapes with the same
+/// extents: an encoder's and a decoder's layers, whose lengths have different names, share its
+/// code (docs/model.md, "Compile time").
+template <shape_type To, class T, class From, class Device>
+tensor_view<T, To, Device> view_as(const tensor_view<T, From, Device>& v) {
+  return {v.data(), attn::extents<To>::renamed(v.extents())};
+}
+
 template <class T>
 inline constexpr bool is_tensor_view_v = false;
 template <class T, class S, class D>

@@ -111,3 +111,38 @@ TEST_CASE("core: a host block holds its request's size class and a header, so po
   host::deallocate(p);
   host::release_cached();
 }
+
+TEST_CASE("core: view_as shows the same elements under other names, and positional names depend on extents alone") {
+  using src = attn::dim<"src">;
+  using tgt = attn::dim<"tgt">;
+  using source = attn::shape<batch, src, d_model>;
+  using target = attn::shape<batch, tgt, d_model>;
+  attn::tensor<float, source> a(2, 3);
+  for (attn::index_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(i);
+
+  const auto seen = attn::view_as<target>(a.view());
+  static_assert(std::is_same_v<decltype(seen), const attn::tensor_view<float, target, attn::cpu>>);
+  CHECK(seen.data() == a.data());
+  CHECK(seen.extent<batch>() == 2);
+  CHECK(seen.extent<tgt>() == 3);
+  seen(1, 2, 5) = -1.0f;  // writes through
+  CHECK(a(1, 2, 5) == -1.0f);
+
+  // Shapes that differ in their names alone have one positional form; other extents, another.
+  using positional = attn::positional<source>;
+  static_assert(std::is_same_v<positional, attn::positional<target>>);
+  static_assert(!std::is_same_v<positional, attn::positional<attn::shape<batch, src, attn::dim<"d_ff", 7>>>>);
+  static_assert(!std::is_same_v<positional, attn::positional<attn::shape<batch, attn::dim<"len", 3>, d_model>>>);
+  static_assert(attn::dim_at<positional, 0>::name == "#00" && attn::dim_at<positional, 2>::name == "#02");
+  static_assert(attn::dim_at<positional, 2>::extent == 6 && !attn::dim_at<positional, 1>::is_static);
+  // Positions in a list of several shapes' dimensions: a product's operands share the names of
+  // the dimensions they share.
+  using all = attn::meta::list<batch, src, d_model, tgt>;
+  static_assert(std::is_same_v<attn::positional_dim<tgt, all>, attn::dim<"#03">>);
+  static_assert(std::is_same_v<attn::positional_shape<attn::shape<tgt, batch>, all>,
+                               attn::shape<attn::dim<"#03">, attn::dim<"#00">>>);
+
+  const auto back = attn::view_as<source>(attn::view_as<positional>(std::as_const(a).view()));
+  CHECK(back.extents() == a.extents());
+  CHECK(back.data() == a.data());
+}
