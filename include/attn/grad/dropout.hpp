@@ -40,11 +40,12 @@ auto dropout_product(const attn::extents<S>& sizes, double p, random_stream& str
 template <class T, class S, class Device>
 variable<T, S, Device> dropout(tape* t, const variable<T, S, Device>& x, double p, random_stream& stream) {
   if (p <= 0.0) return x;
-  const auto masked = detail::dropout_product<T, Device>(x.extents(), p, stream);
-  variable<T, S, Device> y(masked(x.value()), recording(t, x));
+  using P = positional<S>;  // the work under names of its own (view_as), once for every naming of S
+  const auto masked = detail::dropout_product<T, Device>(extents<P>::renamed(x.extents()), p, stream);
+  variable<T, S, Device> y(evaluate_as<S>(masked(value_as<P>(x))), recording(t, x));
   if (y.requires_grad()) {
     t->record([x = x.without_value(), y = y.without_value(), masked] {
-      if (y.has_grad()) x.accumulate(masked(y.grad()));
+      if (y.has_grad()) accumulate_as<P>(x, masked(gradient_as<P>(y)));
     });
   }
   return y;
@@ -58,13 +59,15 @@ template <class T, class S, class Device>
 variable<T, S, Device> add_dropout(tape* t, const variable<T, S, Device>& x, const variable<T, S, Device>& y,
                                    double p, random_stream& stream) {
   if (p <= 0.0) return add(t, x, y);
-  const auto masked = detail::dropout_product<T, Device>(y.extents(), p, stream);
-  variable<T, S, Device> sum(x.value() + masked(y.value()), recording(t, x, y));
+  using P = positional<S>;
+  check_common_extents("attn::grad::add_dropout", x.extents(), y.extents());
+  const auto masked = detail::dropout_product<T, Device>(extents<P>::renamed(y.extents()), p, stream);
+  variable<T, S, Device> sum(evaluate_as<S>(value_as<P>(x) + masked(value_as<P>(y))), recording(t, x, y));
   if (sum.requires_grad()) {
     t->record([x = x.without_value(), y = y.without_value(), sum = sum.without_value(), masked] {
       if (!sum.has_grad()) return;
-      if (x.requires_grad()) x.accumulate(sum.grad());
-      if (y.requires_grad()) y.accumulate(masked(sum.grad()));
+      if (x.requires_grad()) accumulate_as<P>(x, gradient_as<P>(sum));
+      if (y.requires_grad()) accumulate_as<P>(y, masked(gradient_as<P>(sum)));
     });
   }
   return sum;

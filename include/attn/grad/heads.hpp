@@ -10,26 +10,54 @@
 namespace attn::grad {
 
 namespace detail {
-/// rename<From, To>(e), or e itself when the names are the same.
-template <class From, class To, class E>
-auto renamed(const E& e) {
-  if constexpr (std::is_same_v<From, To>) return as_operand(e);
-  else return rename<From, To>(e);
+/// The dimensions of a head split under names of their own, each with its extent, so that the
+/// permutations are compiled once for every naming of the lengths (queries', keys', the
+/// encoder's and the decoder's) with the same extents (docs/model.md, "Compile time").
+template <index_t Batch, index_t Heads, index_t Length, index_t Depth, index_t Width>
+struct heads_names {
+  using batch = dim<"heads.batch", Batch>;
+  using heads = dim<"heads.heads", Heads>;
+  using length = dim<"heads.length", Length>;
+  using depth = dim<"heads.depth", Depth>;
+  using width = dim<"heads.width", Width>;
+  using merged = shape<batch, length, width>;
+  using split = shape<batch, heads, length, depth>;
+};
+template <class B, class Heads, class L, class Depth, class Width>
+using heads_names_of = heads_names<B::extent, Heads::extent, L::extent, Depth::extent, Width::extent>;
+
+/// [batch, length, width] → [batch, heads, length, depth], under heads_names.
+template <class Names, class E>
+auto split_heads_of(const E& x) {
+  using N = Names;
+  return permute<typename N::batch, typename N::heads, typename N::length, typename N::depth>(
+      split<typename N::width, typename N::heads, typename N::depth>(x));
+}
+/// [batch, heads, length, depth] → [batch, length, width], under heads_names.
+template <class Names, class E>
+auto merge_heads_of(const E& x) {
+  using N = Names;
+  return merge<typename N::heads, typename N::depth, typename N::width>(
+      permute<typename N::batch, typename N::length, typename N::heads, typename N::depth>(x));
 }
 }  // namespace detail
 
 /// [B, L, Width] → [B, Heads, As, Depth] with Width = Heads·Depth. The length may take another
-/// name As (keys and values use a name distinct from the queries' length).
+/// name As, of the same extent (keys and values use a name distinct from the queries' length).
 template <class Heads, class Depth, class As, class T, class B, class L, class Width, class Device>
 variable<T, shape<B, Heads, As, Depth>, Device> split_heads(tape* t,
                                                             const variable<T, shape<B, L, Width>, Device>& x) {
+  static_assert(L::extent == As::extent, "attn::grad::split_heads: the length's new name has another extent");
+  using names = detail::heads_names_of<B, Heads, As, Depth, Width>;
   variable<T, shape<B, Heads, As, Depth>, Device> y(
-      permute<B, Heads, As, Depth>(split<Width, Heads, Depth>(detail::renamed<L, As>(x.value()))),
+      evaluate_as<shape<B, Heads, As, Depth>>(
+          detail::split_heads_of<names>(value_as<typename names::merged>(x))),
       recording(t, x));
   if (y.requires_grad()) {
     t->record([x = x.without_value(), y = y.without_value()] {
       if (y.has_grad())
-        x.accumulate(detail::renamed<As, L>(merge<Heads, Depth, Width>(permute<B, As, Heads, Depth>(y.grad()))));
+        accumulate_as<typename names::merged>(
+            x, detail::merge_heads_of<names>(gradient_as<typename names::split>(y)));
     });
   }
   return y;
@@ -39,11 +67,16 @@ variable<T, shape<B, Heads, As, Depth>, Device> split_heads(tape* t,
 template <class Width, class T, class B, class Heads, class L, class Depth, class Device>
 variable<T, shape<B, L, Width>, Device> merge_heads(tape* t,
                                                     const variable<T, shape<B, Heads, L, Depth>, Device>& x) {
-  variable<T, shape<B, L, Width>, Device> y(merge<Heads, Depth, Width>(permute<B, L, Heads, Depth>(x.value())),
-                                           recording(t, x));
+  using names = detail::heads_names_of<B, Heads, L, Depth, Width>;
+  variable<T, shape<B, L, Width>, Device> y(
+      evaluate_as<shape<B, L, Width>>(
+          detail::merge_heads_of<names>(value_as<typename names::split>(x))),
+      recording(t, x));
   if (y.requires_grad()) {
     t->record([x = x.without_value(), y = y.without_value()] {
-      if (y.has_grad()) x.accumulate(permute<B, Heads, L, Depth>(split<Width, Heads, Depth>(y.grad())));
+      if (y.has_grad())
+        accumulate_as<typename names::split>(
+            x, detail::split_heads_of<names>(gradient_as<typename names::merged>(y)));
     });
   }
   return y;

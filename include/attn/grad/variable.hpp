@@ -139,6 +139,47 @@ inline constexpr bool is_variable_v = false;
 template <class T, class S, class D>
 inline constexpr bool is_variable_v<variable<T, S, D>> = true;
 
+namespace detail {
+/// to = e, or to += e when `add`: kept out of line, so that the callers that view their operands
+/// under shared names (view_as) share this one copy of the assignment's code.
+template <class T, class S, class Device, class E>
+[[gnu::noinline]] void assign_or_add(const tensor_view<T, S, Device>& to, bool add, const E& e) {
+  if (add) to = to + e;
+  else to = e;
+}
+}  // namespace detail
+
+/// v's value under the names of Names (view_as): how an operation that does its work under names
+/// of its own reads it.
+template <shape_type Names, class T, class S, class Device>
+tensor_view<const T, Names, Device> value_as(const variable<T, S, Device>& v) {
+  return view_as<Names>(std::as_const(v.value()).view());
+}
+/// v's gradient under the names of Names, to read.
+template <shape_type Names, class T, class S, class Device>
+tensor_view<const T, Names, Device> gradient_as(const variable<T, S, Device>& v) {
+  return view_as<Names>(std::as_const(v.grad()).view());
+}
+
+/// An operation's work written under names of its own (view_as): v's gradient += g, where g is an
+/// expression of v's extents under the names Names. The assignment is compiled once for every
+/// naming of v's shape (docs/model.md, "Compile time").
+template <shape_type Names, class T, class S, class Device, expression E>
+  requires std::same_as<typename E::shape_type, Names>
+void accumulate_as(const variable<T, S, Device>& v, const E& g) {
+  v.accumulate_with([&](T* gradient, bool add) {
+    detail::assign_or_add(view_as<Names>(tensor_view<T, S, Device>(gradient, v.extents())), add, g);
+  });
+}
+
+/// A new tensor of shape S holding e, which has S's extents under other names (view_as).
+template <shape_type S, expression E, class T = typename E::value_type, class Device = typename E::device_type>
+tensor<T, S, Device> evaluate_as(const E& e) {
+  tensor<T, S, Device> result(attn::extents<S>::renamed(e.extents()), uninitialized);
+  detail::assign_or_add(view_as<typename E::shape_type>(result.view()), false, e);
+  return result;
+}
+
 /// True when the tape should record an operation on these operands: there is a tape and
 /// some operand wants a gradient.
 template <class... V>

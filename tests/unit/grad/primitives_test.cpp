@@ -341,3 +341,70 @@ TEST_CASE("grad: without a tape nothing is recorded; gradients accumulate over b
   CHECK(tape.size() == 0);
   for (std::size_t i = 0; i < once.size(); ++i) CHECK(w.grad().data()[i] == doctest::Approx(2 * once[i]));
 }
+
+TEST_CASE("grad: operations working under names of their own give the same bits under any naming, "
+          "and name the caller's dimensions in their errors") {
+  // Two namings of the same extents, as an encoder's and a decoder's lengths are.
+  using L2 = dim<"len2">;
+  using K2 = dim<"keys2">;
+  using W = dim<"width", 6>;
+  auto x = random_input<shape<B, L, D>>(2, 3);
+  auto m = random_input<shape<B, K, D>>(2, 4);
+  const auto renamed = []<class S>(const auto& v, S) {
+    return grad::variable<double, S>(tensor<double, S>(view_as<S>(v.value().view())), true);
+  };
+  auto x2 = renamed(x, shape<B, L2, D>{});
+  auto m2 = renamed(m, shape<B, K2, D>{});
+  auto w = random_parameter<shape<D, W>>();
+  auto bias = random_parameter<shape<W>>();
+  random_stream noise(7);
+  const auto run = [&](const auto& xs, const auto& ms, auto length, auto keys) {
+    using Q = decltype(length);
+    using KK = decltype(keys);
+    grad::tape t;
+    random_stream drops = noise;
+    auto q = grad::split_heads<H, DH, Q>(&t, grad::linear_relu(&t, xs, w, bias));
+    auto k = grad::split_heads<H, DH, KK>(&t, grad::linear(&t, ms, w, bias));
+    auto scores = grad::product<DH>(&t, q, k);
+    auto out = grad::merge_heads<W>(&t, grad::product<KK>(&t, scores, k));
+    auto y = grad::add_dropout(&t, out, grad::dropout(&t, out, 0.25, drops), 0.5, drops);
+    auto loss = grad::sum<B>(&t, grad::sum<Q>(&t, grad::sum<W>(&t, grad::add(&t, y, y))));
+    xs.clear_grad();
+    ms.clear_grad();
+    w.clear_grad();
+    bias.clear_grad();
+    grad::backward(t, loss);
+    // Everything under the first naming's names, to compare.
+    return std::tuple{tensor<double, shape<B, L, W>>(view_as<shape<B, L, W>>(y.value().view())),
+                      tensor<double, shape<B, L, D>>(view_as<shape<B, L, D>>(xs.grad().view())),
+                      tensor<double, shape<B, K, D>>(view_as<shape<B, K, D>>(ms.grad().view())),
+                      tensor<double, shape<D, W>>(w.grad()), tensor<double, shape<W>>(bias.grad())};
+  };
+  const auto [y1, dx1, dm1, dw1, db1] = run(x, m, L{}, K{});
+  const auto [y2, dx2, dm2, dw2, db2] = run(x2, m2, L2{}, K2{});
+  const auto same = [](const auto& a, const auto& b) {
+    for (index_t i = 0; i < a.size(); ++i)
+      if (a.data()[i] != b.data()[i]) return false;
+    return a.size() == b.size();
+  };
+  CHECK(same(y1, y2));
+  CHECK(same(dx1, dx2));
+  CHECK(same(dm1, dm2));
+  CHECK(same(dw1, dw2));
+  CHECK(same(db1, db2));
+
+  // Errors name the caller's dimensions, not the operation's own.
+  auto short_x = random_input<shape<B, L, D>>(2, 2);
+  CHECK_THROWS_WITH_AS(grad::add(nullptr, x, short_x),
+                       "attn::grad::add: dimension 'len' has extent 3 in one operand and 2 in the other",
+                       extent_error);
+  CHECK_THROWS_WITH_AS(grad::add_dropout(nullptr, x, short_x, 0.5, noise),
+                       "attn::grad::add_dropout: dimension 'len' has extent 3 in one operand and 2 in the other",
+                       extent_error);
+  auto q = grad::split_heads<H, DH, L>(nullptr, grad::linear(nullptr, x, w, bias));
+  auto other_batch = random_input<shape<B, K, D>>(3, 4);
+  auto k3 = grad::split_heads<H, DH, K>(nullptr, grad::linear(nullptr, other_batch, w, bias));
+  CHECK_THROWS_WITH_AS(grad::product<DH>(nullptr, q, k3),
+                       "attn::grad::product: dimension 'batch' has extent 2 in one operand and 3 in the other",
+                       extent_error);
+}
