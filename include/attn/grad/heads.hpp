@@ -40,6 +40,19 @@ auto merge_heads_of(const E& x) {
   return merge<typename N::heads, typename N::depth, typename N::width>(
       permute<typename N::batch, typename N::length, typename N::heads, typename N::depth>(x));
 }
+
+/// The split's and the merge's extent rules under the caller's names, before their work under
+/// heads_names: Width = Heads·Depth.
+template <class Width, class Heads, class Depth, class V>
+void check_heads(const V& x) {
+  static_assert(!(Width::is_static && Heads::is_static && Depth::is_static) ||
+                    Heads::extent * Depth::extent == Width::extent,
+                "attn::grad::split_heads, merge_heads: the heads' extents do not multiply to the width's");
+  // A split of a dynamic extent is checked when its sizes are known (merging has nothing to check).
+  if constexpr (!(Width::is_static && Heads::is_static && Depth::is_static) &&
+                has_dim<typename V::shape_type, Width>)
+    (void)split<Width, Heads, Depth>(x.value());
+}
 }  // namespace detail
 
 /// [B, L, Width] → [B, Heads, As, Depth] with Width = Heads·Depth. The length may take another
@@ -48,6 +61,7 @@ template <class Heads, class Depth, class As, class T, class B, class L, class W
 variable<T, shape<B, Heads, As, Depth>, Device> split_heads(tape* t,
                                                             const variable<T, shape<B, L, Width>, Device>& x) {
   static_assert(L::extent == As::extent, "attn::grad::split_heads: the length's new name has another extent");
+  detail::check_heads<Width, Heads, Depth>(x);
   using names = detail::heads_names_of<B, Heads, As, Depth, Width>;
   variable<T, shape<B, Heads, As, Depth>, Device> y(
       evaluate_as<shape<B, Heads, As, Depth>>(
@@ -67,6 +81,7 @@ variable<T, shape<B, Heads, As, Depth>, Device> split_heads(tape* t,
 template <class Width, class T, class B, class Heads, class L, class Depth, class Device>
 variable<T, shape<B, L, Width>, Device> merge_heads(tape* t,
                                                     const variable<T, shape<B, Heads, L, Depth>, Device>& x) {
+  detail::check_heads<Width, Heads, Depth>(x);
   using names = detail::heads_names_of<B, Heads, L, Depth, Width>;
   variable<T, shape<B, L, Width>, Device> y(
       evaluate_as<shape<B, L, Width>>(

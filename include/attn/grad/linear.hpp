@@ -70,7 +70,7 @@ variable<T, shape<B, L, Out>, Device> affine(tape* t, const variable<T, shape<B,
       const tensor_view<const T, typename names::y, Device> dy = [&] {
         const auto gradient = view_as<typename names::y>(y.grad().view());
         if constexpr (Relu)
-          assign_or_add(gradient, false, where(value_as<typename names::y>(y) > T{0}, gradient, T{0}));
+          assign_to(gradient, where(value_as<typename names::y>(y) > T{0}, gradient, T{0}));
         return gradient;
       }();
       if (x.requires_grad())

@@ -140,12 +140,15 @@ template <class T, class S, class D>
 inline constexpr bool is_variable_v<variable<T, S, D>> = true;
 
 namespace detail {
-/// to = e, or to += e when `add`: kept out of line, so that the callers that view their operands
-/// under shared names (view_as) share this one copy of the assignment's code.
+/// to = e, and to += e: kept out of line, so that the callers that view their operands under
+/// shared names (view_as) share one copy of each assignment's code.
 template <class T, class S, class Device, class E>
-[[gnu::noinline]] void assign_or_add(const tensor_view<T, S, Device>& to, bool add, const E& e) {
-  if (add) to = to + e;
-  else to = e;
+[[gnu::noinline]] void assign_to(const tensor_view<T, S, Device>& to, const E& e) {
+  to = e;
+}
+template <class T, class S, class Device, class E>
+[[gnu::noinline]] void add_to(const tensor_view<T, S, Device>& to, const E& e) {
+  to = to + e;
 }
 }  // namespace detail
 
@@ -168,7 +171,9 @@ template <shape_type Names, class T, class S, class Device, expression E>
   requires std::same_as<typename E::shape_type, Names>
 void accumulate_as(const variable<T, S, Device>& v, const E& g) {
   v.accumulate_with([&](T* gradient, bool add) {
-    detail::assign_or_add(view_as<Names>(tensor_view<T, S, Device>(gradient, v.extents())), add, g);
+    const auto to = view_as<Names>(tensor_view<T, S, Device>(gradient, v.extents()));
+    if (add) detail::add_to(to, g);
+    else detail::assign_to(to, g);
   });
 }
 
@@ -176,7 +181,7 @@ void accumulate_as(const variable<T, S, Device>& v, const E& g) {
 template <shape_type S, expression E, class T = typename E::value_type, class Device = typename E::device_type>
 tensor<T, S, Device> evaluate_as(const E& e) {
   tensor<T, S, Device> result(attn::extents<S>::renamed(e.extents()), uninitialized);
-  detail::assign_or_add(view_as<typename E::shape_type>(result.view()), false, e);
+  detail::assign_to(view_as<typename E::shape_type>(result.view()), e);
   return result;
 }
 

@@ -404,6 +404,11 @@ TEST_CASE("grad: operations working under names of their own give the same bits 
   auto q = grad::split_heads<H, DH, L>(nullptr, grad::linear(nullptr, x, w, bias));
   auto other_batch = random_input<shape<B, K, D>>(3, 4);
   auto k3 = grad::split_heads<H, DH, K>(nullptr, grad::linear(nullptr, other_batch, w, bias));
+  using wide = dim<"wide">;
+  auto unsplittable = random_input<shape<B, L, wide>>(2, 3, 6);
+  CHECK_THROWS_WITH_AS((grad::split_heads<dim<"h">, dim<"dh", 4>, L>(nullptr, unsplittable)),
+                       "attn::split: dimension 'wide' has extent 6 in one operand and 4 in the other",
+                       extent_error);
   CHECK_THROWS_WITH_AS(grad::product<DH>(nullptr, q, k3),
                        "attn::grad::product: dimension 'batch' has extent 2 in one operand and 3 in the other",
                        extent_error);
