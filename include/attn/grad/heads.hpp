@@ -27,16 +27,14 @@ template <class B, class Heads, class L, class Depth, class Width>
 using heads_names_of = heads_names<B::extent, Heads::extent, L::extent, Depth::extent, Width::extent>;
 
 /// [batch, length, width] → [batch, heads, length, depth], under heads_names.
-template <class Names, class E>
+template <class N, class E>
 auto split_heads_of(const E& x) {
-  using N = Names;
   return permute<typename N::batch, typename N::heads, typename N::length, typename N::depth>(
       split<typename N::width, typename N::heads, typename N::depth>(x));
 }
 /// [batch, heads, length, depth] → [batch, length, width], under heads_names.
-template <class Names, class E>
+template <class N, class E>
 auto merge_heads_of(const E& x) {
-  using N = Names;
   return merge<typename N::heads, typename N::depth, typename N::width>(
       permute<typename N::batch, typename N::length, typename N::heads, typename N::depth>(x));
 }

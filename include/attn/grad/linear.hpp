@@ -67,12 +67,9 @@ variable<T, shape<B, L, Out>, Device> affine(tape* t, const variable<T, shape<B,
       if (!y.has_grad()) return;
       using batch = typename names::batch;
       using length = typename names::length;
-      const tensor_view<const T, typename names::y, Device> dy = [&] {
-        const auto gradient = view_as<typename names::y>(y.grad().view());
-        if constexpr (Relu)
-          assign_to(gradient, where(value_as<typename names::y>(y) > T{0}, gradient, T{0}));
-        return gradient;
-      }();
+      const auto gradient = view_as<typename names::y>(y.grad().view());
+      if constexpr (Relu) assign_to(gradient, where(value_as<typename names::y>(y) > T{0}, gradient, T{0}));
+      const tensor_view<const T, typename names::y, Device> dy = gradient;
       if (x.requires_grad())
         accumulate_as<typename names::x>(x, contract<out>(dy, value_as<typename names::w>(w)));
       auto dy_rows = merge<batch, length, rows>(dy);
