@@ -13,11 +13,17 @@
 // collective left by one of its lanes and lanes at different collectives throw instead of
 // hanging.
 //
+// A block's dynamic shared memory holds a pattern (NaN as floats) when it starts, so a kernel that
+// reads what it did not write sees garbage, as on a GPU. Threads take their turns first to last,
+// or last to first with threads_in_reverse(): a race between two of them (shared memory written
+// by one and read by another with no barrier between) gives different results in the two orders.
+//
 // What it does not tell: anything about speed, register spills or the hardware's limits (shared
-// memory, threads a block); races (the fibers switch only where the kernel synchronises, so the
-// interleaving is one the hardware may not choose, and the results are the same every run);
-// the exact bits of a tensor-core sum (each mma here adds its 16 products and the accumulator in
-// double, rounded once); stale shared memory (the static arrays keep the previous block's data).
+// memory, threads a block); a race that the two orders both hide (the fibers switch only where
+// the kernel synchronises, so each runs alone between two barriers, an interleaving the hardware
+// may not choose); the exact bits of a tensor-core sum (each mma here adds its 16 products and
+// the accumulator in double, rounded once); stale static shared memory (`__shared__` arrays are
+// static variables, which keep the previous block's numbers).
 // Device code sees ATTN_CUDA_EMULATOR; nvcc must never see this header. Kernels carry nvcc's
 // `#pragma unroll`, which g++ warns about whatever a diagnostic pragma says: compile their
 // emulation with -Wno-unknown-pragmas.
@@ -103,6 +109,20 @@ inline bool& async_copies_land_early() {
 /// tested both ways. Off by default.
 inline bool& blocks_in_reverse() {
   static bool reverse = false;
+  return reverse;
+}
+
+/// Whether a block's threads take their turns last to first instead of first to last: between
+/// two of its barriers (or a warp's collectives) each thread runs alone, in that order. A kernel
+/// with a race, a thread reading shared memory that another writes before the barrier that
+/// would order them, reads the other's number in one order and the old one in the other: its
+/// results differ between the two runs (the emulator tells no race otherwise). Off by default;
+/// ATTN_EMULATOR_THREADS_IN_REVERSE=1 in the environment turns it on for a whole test program.
+inline bool& threads_in_reverse() {
+  static bool reverse = [] {
+    const char* value = std::getenv("ATTN_EMULATOR_THREADS_IN_REVERSE");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
   return reverse;
 }
 
@@ -249,10 +269,13 @@ class block_runner {
 
   void run(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
     const std::size_t threads = std::size_t(block.x) * block.y * block.z;
-    if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0)
-      throw kernel_error("attn::cuda_emulator::launch: a block of " + std::to_string(threads) +
-                         " threads (1 to 1024) and a grid of " + std::to_string(grid.x) + " x " +
-                         std::to_string(grid.y) + " x " + std::to_string(grid.z) + " blocks (none empty)");
+    // The limits of every GPU since compute capability 3.0: more is cudaErrorInvalidConfiguration.
+    if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+      throw kernel_error("attn::cuda_emulator::launch: a block of " + std::to_string(block.x) + " x " +
+                         std::to_string(block.y) + " x " + std::to_string(block.z) + " threads (1 to 1024, z at most 64)" +
+                         " and a grid of " + std::to_string(grid.x) + " x " + std::to_string(grid.y) + " x " +
+                         std::to_string(grid.z) + " blocks (none empty; y and z at most 65535, x 2^31 - 1)");
     if (running_) throw kernel_error("attn::cuda_emulator::launch: a kernel launched from a kernel");
     running_ = true;
     struct stop {
@@ -271,8 +294,7 @@ class block_runner {
     }
     threads_ = threads;
     warps_.assign((threads + warp_size - 1) / warp_size, warp_exchange{});
-    // Dynamic shared memory: filled with a pattern (NaN as floats), as it is not zeroed on a GPU.
-    shared_.assign(shared_bytes + 16, std::byte{0xff});
+    shared_.resize(shared_bytes + 16);
     const auto nth = [&](unsigned i, unsigned extent) { return blocks_in_reverse() ? extent - 1 - i : i; };
     for (unsigned z = 0; z < grid.z; ++z)
       for (unsigned y = 0; y < grid.y; ++y)
@@ -318,8 +340,21 @@ class block_runner {
     fiber& f = *current_;
     f.now = fiber::state::at_barrier;
     ++at_barrier_;
-    release_barrier_if_complete();
-    if (f.now != fiber::state::runnable) yield();
+    if (release_barrier_if_complete()) {
+      // The last to arrive: the threads' turns start again from the first that has not exited
+      // (the last, in reverse), which may be this one.
+      fiber* first = &f;
+      for (std::size_t k = 0; k < threads_; ++k) {
+        fiber& candidate = fibers_[reverse_ ? threads_ - 1 - k : k];
+        if (candidate.now == fiber::state::runnable) {
+          first = &candidate;
+          break;
+        }
+      }
+      if (first != &f) yield_to(first);
+      return;
+    }
+    yield();
   }
 
   /// A warp collective: every lane gives `mine` under the same tag; the last lane to arrive
@@ -377,8 +412,9 @@ class block_runner {
            std::to_string(block_index_.z) + ")";
   }
 
-  void release_barrier_if_complete() {
-    if (at_barrier_ == 0 || at_barrier_ + exited_ < threads_) return;
+  /// Releases the threads at the barrier once every thread has arrived or exited; whether it did.
+  bool release_barrier_if_complete() {
+    if (at_barrier_ == 0 || at_barrier_ + exited_ < threads_) return false;
     for (std::size_t t = 0; t < threads_; ++t) {
       fiber& f = fibers_[t];
       if (f.now == fiber::state::at_barrier) f.now = fiber::state::runnable;
@@ -386,6 +422,7 @@ class block_runner {
         for (const auto& copy : f.async_copies) std::memcpy(copy.to, copy.data, copy.bytes);
     }
     at_barrier_ = 0;
+    return true;
   }
 
   void release_warp_if_complete(unsigned warp) {
@@ -402,6 +439,9 @@ class block_runner {
   void run_block(uint3 index) {
     block_index_ = index;
     at_barrier_ = exited_ = 0;
+    // Dynamic shared memory: filled with a pattern (NaN as floats) for each block, as it is not
+    // zeroed on a GPU, and a block finds there what an earlier one left (or anything else).
+    std::fill(shared_.begin(), shared_.end(), std::byte{0xff});
     for (auto& w : warps_) w.arrived = 0, w.generation = 0;
     for (std::size_t t = 0; t < threads_; ++t) {
       fiber& f = fibers_[t];
@@ -420,13 +460,15 @@ class block_runner {
     }
     failure_ = nullptr;
     // The threads switch among themselves; the block comes back here when none can run.
-    current_ = &fibers_[0];
+    reverse_ = threads_in_reverse();
+    fiber& first = fibers_[reverse_ ? threads_ - 1 : 0];
+    current_ = &first;
 #if defined(ATTN_EMULATOR_ASAN)
     void* fake = nullptr;
     entered_from_launcher_ = true;
-    __sanitizer_start_switch_fiber(&fake, fibers_[0].stack, stack_bytes);
+    __sanitizer_start_switch_fiber(&fake, first.stack, stack_bytes);
 #endif
-    switch_context(launcher_, fibers_[0].context);
+    switch_context(launcher_, first.context);
 #if defined(ATTN_EMULATOR_ASAN)
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -453,11 +495,12 @@ class block_runner {
            " (a barrier or collective some threads never reach)";
   }
 
-  /// The next thread after the current one that can run, round robin; null when none can.
+  /// The next thread after the current one that can run, round robin (before it, when the
+  /// threads take their turns in reverse); null when none can.
   fiber* next_runnable() {
     const std::size_t me = std::size_t(current_ - fibers_.data());
     for (std::size_t k = 1; k <= threads_; ++k) {
-      fiber& f = fibers_[(me + k) % threads_];
+      fiber& f = fibers_[(reverse_ ? me + threads_ - k : me + k) % threads_];
       if (f.now == fiber::state::runnable) return &f;
     }
     return nullptr;
@@ -507,9 +550,11 @@ class block_runner {
   }
 
   /// Lets the other threads run until this one is runnable again.
-  void yield() {
+  void yield() { yield_to(next_runnable()); }
+
+  /// The same, `next` first (null: none can run).
+  void yield_to(fiber* next) {
     fiber& me = *current_;
-    fiber* next = next_runnable();
 #if defined(ATTN_EMULATOR_ASAN)
     if (next) __sanitizer_start_switch_fiber(&me.fake_stack, next->stack, stack_bytes);
     else __sanitizer_start_switch_fiber(&me.fake_stack, launcher_stack_bottom_, launcher_stack_size_);
@@ -536,6 +581,7 @@ class block_runner {
   context launcher_;  // the launching thread's
   std::exception_ptr failure_;
   bool running_ = false;
+  bool reverse_ = false;  // threads_in_reverse(), for the block that runs
   bool entered_from_launcher_ = false;
   const void* launcher_stack_bottom_ = nullptr;
   std::size_t launcher_stack_size_ = 0;
@@ -556,7 +602,8 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 
 /// A launcher's Runtime (fused_attention_launch.cuh) on the emulator: launch.cuh's
 /// device_runtime with host memory, which also holds a launch to the GPU's rules on dynamic
-/// shared memory (above 48 KiB only after allow_shared_memory; 227 KiB at most, sm_90's limit).
+/// shared memory (above 48 KiB only after allow_shared_memory; at most shared_memory_limit(),
+/// sm_90's 227 KiB unless a test sets less).
 struct runtime {
   static constexpr std::size_t default_shared_bytes = std::size_t{48} << 10;
   static constexpr std::size_t most_shared_bytes = std::size_t{227} << 10;
@@ -587,11 +634,18 @@ struct runtime {
 
   template <class... Params>
   static void allow_shared_memory(void (*kernel)(Params...), int bytes) {
-    if (bytes < 0 || std::size_t(bytes) > most_shared_bytes)
+    if (bytes < 0 || std::size_t(bytes) > shared_memory_limit())
       throw kernel_error("attn::cuda_emulator::runtime: " + std::to_string(bytes) +
-                         " bytes of dynamic shared memory asked for; an sm_90 block has at most " +
-                         std::to_string(most_shared_bytes));
+                         " bytes of dynamic shared memory asked for; the emulated GPU's block has at most " +
+                         std::to_string(shared_memory_limit()));
     allowances()[reinterpret_cast<const void*>(kernel)] = std::size_t(bytes);
+  }
+
+  /// The most dynamic shared memory a block may ask for: an sm_90's (most_shared_bytes) unless a
+  /// test emulates a smaller GPU (99 KiB for compute capability 8.6, 8.9 and 12.x).
+  static std::size_t& shared_memory_limit() {
+    static std::size_t bytes = most_shared_bytes;
+    return bytes;
   }
 
  private:

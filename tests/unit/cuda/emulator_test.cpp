@@ -8,6 +8,7 @@
 #include <attn/cuda/async_copy.cuh>
 #include <attn/cuda/fast_exp2.cuh>
 #include <attn/cuda/mma.cuh>
+#include <attn/cuda/shared_memory.cuh>
 
 #include <doctest/doctest.h>
 
@@ -47,6 +48,38 @@ __global__ void block_sums(const int* x, int* sums) {
     __syncthreads();
   }
   if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
+}
+
+/// Each thread's place in the order the block's threads took their turns before a barrier, and
+/// after it.
+__global__ void turns(unsigned* counter, unsigned* order) {
+  order[threadIdx.x] = atomicAdd(counter, 1u);
+  __syncthreads();
+  order[blockDim.x + threadIdx.x] = atomicAdd(counter, 1u);
+}
+
+/// The same after the first and the last thread have exited: the turns after the barrier start
+/// from the first (the last) that is still there.
+__global__ void turns_after_exits(unsigned* counter, unsigned* order) {
+  if (threadIdx.x == 0 || threadIdx.x == blockDim.x - 1) return;
+  __syncthreads();
+  order[threadIdx.x] = atomicAdd(counter, 1u);
+}
+
+/// Thread t writes its number into dynamic shared memory and reads thread t + 1's: with the
+/// barrier between, thread t + 1's number whatever the order; without it, a race.
+__global__ void neighbours(bool barrier, int* out) {
+  int* const numbers = attn::cuda_backend::dynamic_shared_memory<int>();
+  numbers[threadIdx.x] = int(threadIdx.x) + 1;
+  if (barrier) __syncthreads();
+  out[threadIdx.x] = numbers[(threadIdx.x + 1) % blockDim.x];
+}
+
+/// Block 0 writes its dynamic shared memory; every block reads it back before writing.
+__global__ void reads_before_writing(unsigned* out) {
+  unsigned* const words = attn::cuda_backend::dynamic_shared_memory<unsigned>();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = words[threadIdx.x];
+  if (blockIdx.x == 0) words[threadIdx.x] = 7;
 }
 
 __global__ void shuffles(int* out) {
@@ -292,6 +325,61 @@ TEST_CASE("emulator: blocks run first to last, or last to first when asked") {
   }
 }
 
+/// The threads' order, until the end of the scope (ATTN_EMULATOR_THREADS_IN_REVERSE may have set
+/// it for the whole program: it is set back as it was).
+struct threads_reversed {
+  bool before = emulator::threads_in_reverse();
+  explicit threads_reversed(bool reverse) { emulator::threads_in_reverse() = reverse; }
+  ~threads_reversed() { emulator::threads_in_reverse() = before; }
+};
+
+TEST_CASE("emulator: a block's threads take their turns first to last, or last to first when asked") {
+  for (const bool reverse : {false, true}) {
+    unsigned counter = 0;
+    std::vector<unsigned> order(2 * 64, 999);
+    {
+      const threads_reversed order_of_turns(reverse);
+      emulator::launch(turns, dim3(1), dim3(64), 0, &counter, order.data());
+    }
+    for (unsigned t = 0; t < 64; ++t) {
+      CHECK(order[t] == (reverse ? 63 - t : t));
+      CHECK(order[64 + t] == 64 + (reverse ? 63 - t : t));
+    }
+    counter = 0;
+    std::vector<unsigned> after_exits(64, 999);
+    {
+      const threads_reversed order_of_turns(reverse);
+      emulator::launch(turns_after_exits, dim3(1), dim3(64), 0, &counter, after_exits.data());
+    }
+    CHECK(after_exits[0] == 999);
+    CHECK(after_exits[63] == 999);
+    for (unsigned t = 1; t < 63; ++t) CHECK(after_exits[t] == (reverse ? 62 - t : t - 1));
+  }
+}
+
+TEST_CASE("emulator: a race over shared memory gives different results in the two orders of the threads") {
+  const auto run = [](bool barrier, bool reverse) {
+    const threads_reversed order_of_turns(reverse);
+    std::vector<int> out(64, 0);
+    emulator::launch(neighbours, dim3(1), dim3(64), 64 * sizeof(int), barrier, out.data());
+    return out;
+  };
+  std::vector<int> next(64);
+  for (int t = 0; t < 64; ++t) next[std::size_t(t)] = (t + 1) % 64 + 1;
+  CHECK(run(true, false) == next);  // a barrier orders the write and the read
+  CHECK(run(true, true) == next);
+  const auto in_order = run(false, false), reversed = run(false, true);
+  CHECK(in_order != reversed);  // the race shows
+  CHECK(in_order[0] == -1);     // thread 1 had not written: the pattern (0xffffffff)
+  CHECK(reversed[0] == 2);      // thread 1 had
+}
+
+TEST_CASE("emulator: each block finds its dynamic shared memory filled with the pattern, not an earlier block's numbers") {
+  std::vector<unsigned> out(3 * 32, 0);
+  emulator::launch(reads_before_writing, dim3(3), dim3(32), 32 * sizeof(unsigned), out.data());
+  for (unsigned x : out) CHECK(x == 0xffffffffu);
+}
+
 TEST_CASE("emulator: __syncthreads and shared memory") {
   std::vector<int> x(4 * 256), sums(4, 0);
   std::iota(x.begin(), x.end(), -300);
@@ -319,6 +407,13 @@ TEST_CASE("emulator: a kernel's mistakes throw instead of hanging") {
                        doctest::Contains("__shfl_xor_sync"), emulator::kernel_error);
   CHECK_THROWS_WITH_AS(emulator::launch(throws_on_thread_7, dim3(1), dim3(32), 0), "thread 7", std::runtime_error);
   CHECK_THROWS_AS(emulator::launch(coordinates, dim3(1), dim3(2048), 0, static_cast<unsigned*>(nullptr)),
+                  emulator::kernel_error);
+  // A GPU's grid holds at most 65535 blocks along y and z, and a block 64 threads along z.
+  CHECK_THROWS_WITH_AS(emulator::launch(coordinates, dim3(1, 65536), dim3(32), 0, static_cast<unsigned*>(nullptr)),
+                       doctest::Contains("65535"), emulator::kernel_error);
+  CHECK_THROWS_AS(emulator::launch(coordinates, dim3(1, 1, 65536), dim3(32), 0, static_cast<unsigned*>(nullptr)),
+                  emulator::kernel_error);
+  CHECK_THROWS_AS(emulator::launch(coordinates, dim3(1), dim3(1, 1, 128), 0, static_cast<unsigned*>(nullptr)),
                   emulator::kernel_error);
   CHECK_THROWS_WITH_AS(emulator::launch(misaligned_ldmatrix, dim3(1), dim3(32), 0), doctest::Contains("16-byte"),
                        emulator::kernel_error);

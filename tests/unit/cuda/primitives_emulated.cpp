@@ -6,14 +6,17 @@
 // embedding gradient's sums after the sort (on the host here, CUB's on the GPU). The other
 // primitives (gathers by id, Adam, norms, fills) are the CPU's here. Memory is host
 // memory, so the launches below take the kernels' host pointers; their grids are smaller than
-// the GPU's (a few blocks), which sends the kernels' grid-stride loops round more often.
+// the GPU's (a few blocks), which sends the kernels' grid-stride loops round more often, and
+// every other launch has a block's threads take their turns in reverse.
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
 
 #include <attn/cuda/primitives_kernels.cuh>
 #include <attn/attn.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace emulated {
@@ -22,6 +25,21 @@ using attn::accumulate_t;
 using attn::index_t;
 namespace kernels = attn::cuda_backend::primitive_kernels;
 namespace emulator = attn::cuda_emulator;
+
+/// emulator::launch, a block's threads taking their turns first to last at one call and last to
+/// first at the next (emulator.hpp): a race over shared memory that one order hides, the other
+/// shows, and the checks compare both kinds of call with the CPU's numbers.
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
+  static bool reverse = false;
+  reverse = !reverse;
+  struct order {
+    bool before = emulator::threads_in_reverse();
+    ~order() { emulator::threads_in_reverse() = before; }
+  } restore;
+  emulator::threads_in_reverse() = reverse;
+  emulator::launch(kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
+}
 
 /// The CPU's primitives, but for those below, which launch the GPU's kernels on the emulator as
 /// primitives<cuda> launches them on a GPU.
@@ -50,7 +68,7 @@ struct primitives : attn::primitives<attn::cpu> {
     std::stable_sort(positions.begin(), positions.end(), [&](index_t a, index_t b) { return ids[a] < ids[b]; });
     std::vector<Id> sorted_ids(positions.size());
     for (std::size_t i = 0; i < positions.size(); ++i) sorted_ids[i] = ids[positions[i]];
-    emulator::launch(kernels::scatter_add_sorted<T, Id>, grid(count), row_block(width), 0, table, width, rows_in,
+    emulated::launch(kernels::scatter_add_sorted<T, Id>, grid(count), row_block(width), 0, table, width, rows_in,
                      static_cast<const Id*>(sorted_ids.data()), static_cast<const index_t*>(positions.data()), count,
                      scale);
   }
@@ -63,7 +81,7 @@ struct primitives : attn::primitives<attn::cpu> {
                                  "has extent " + std::to_string(rows) + ", but row " + std::to_string(keep[i]) +
                                      " was kept");
     if (count == 0 || width == 0) return;
-    emulator::launch(kernels::select_rows<T>, grid(count), row_block(width), 0, out, in, width, keep, count);
+    emulated::launch(kernels::select_rows<T>, grid(count), row_block(width), 0, out, in, width, keep, count);
   }
 
   template <class T>
@@ -71,7 +89,7 @@ struct primitives : attn::primitives<attn::cpu> {
                           const index_t* sources = nullptr) {
     if (block == 0 || count == 0) return;
     if (sources == nullptr) return base::copy_blocks(to, to_stride, from, from_stride, block, count);  // a 2-D copy
-    emulator::launch(kernels::copy_blocks_from<T>, grid(count), row_block(block), 0, to, to_stride, from,
+    emulated::launch(kernels::copy_blocks_from<T>, grid(count), row_block(block), 0, to, to_stride, from,
                      from_stride, block, sources, count);
   }
 
@@ -80,7 +98,7 @@ struct primitives : attn::primitives<attn::cpu> {
                              bool causal, T masked) {
     const index_t n = sentences * queries * keys;
     if (n == 0) return;
-    emulator::launch(kernels::attention_mask<T, Id>, grid(n), dim3(kernels::block), 0, bias, key_ids, sentences,
+    emulated::launch(kernels::attention_mask<T, Id>, grid(n), dim3(kernels::block), 0, bias, key_ids, sentences,
                      queries, keys, pad, causal, masked);
   }
 
@@ -95,9 +113,9 @@ struct primitives : attn::primitives<attn::cpu> {
     double* row_smoothed = row_nll + rows;
     double* totals = row_smoothed + rows;
     unsigned long long bad = ~0ull;
-    emulator::launch(kernels::cross_entropy_rows<T, Id>, grid(rows), dim3(kernels::block), 0, logits, targets, rows,
+    emulated::launch(kernels::cross_entropy_rows<T, Id>, grid(rows), dim3(kernels::block), 0, logits, targets, rows,
                      classes, smoothing, pad, probabilities, weight, row_nll, row_smoothed, &bad);
-    emulator::launch(kernels::cross_entropy_totals<accumulate_t<T>>, dim3(1), dim3(1024), 0,
+    emulated::launch(kernels::cross_entropy_totals<accumulate_t<T>>, dim3(1), dim3(1024), 0,
                      static_cast<const double*>(row_nll), static_cast<const double*>(row_smoothed),
                      static_cast<const accumulate_t<T>*>(weight), rows, totals);
     if (bad != ~0ull) throw attn::unknown_target(classes, static_cast<long long>(targets[bad]), index_t(bad));
@@ -110,7 +128,7 @@ struct primitives : attn::primitives<attn::cpu> {
                                      accumulate_t<T> scale) {
     using C = accumulate_t<T>;
     if (rows == 0 || classes == 0) return;
-    emulator::launch(kernels::cross_entropy_backward<T, Id>, grid(rows), dim3(kernels::block), 0, gradient,
+    emulated::launch(kernels::cross_entropy_backward<T, Id>, grid(rows), dim3(kernels::block), 0, gradient,
                      probabilities, targets, weight, rows, classes, C(smoothing / double(classes)),
                      C(1.0 - smoothing), scale);
   }
@@ -119,21 +137,21 @@ struct primitives : attn::primitives<attn::cpu> {
   static void softmax_rows(T* out, const T* in, index_t rows, index_t width, accumulate_t<T> scale,
                            attn::repeated_rows<T> bias) {
     if (rows == 0 || width == 0) return;
-    emulator::launch(kernels::softmax_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, in, rows, width, scale,
+    emulated::launch(kernels::softmax_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, in, rows, width, scale,
                      bias);
   }
 
   template <class T>
   static void log_softmax_rows(accumulate_t<T>* out, const T* in, index_t rows, index_t width) {
     if (rows == 0 || width == 0) return;
-    emulator::launch(kernels::log_softmax_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, in, rows, width);
+    emulated::launch(kernels::log_softmax_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, in, rows, width);
   }
 
   template <class T>
   static void softmax_rows_backward(T* dx, bool add, const T* y, const T* dy, index_t rows, index_t width,
                                     accumulate_t<T> scale) {
     if (rows == 0 || width == 0) return;
-    emulator::launch(kernels::softmax_rows_backward<T>, warp_grid(rows), dim3(kernels::block), 0, dx, add, y, dy,
+    emulated::launch(kernels::softmax_rows_backward<T>, warp_grid(rows), dim3(kernels::block), 0, dx, add, y, dy,
                      rows, width, scale);
   }
 
@@ -141,7 +159,7 @@ struct primitives : attn::primitives<attn::cpu> {
   static void layer_norm_rows(T* out, accumulate_t<T>* row_mean, accumulate_t<T>* row_rstd, const T* in,
                               const T* gain, const T* bias, index_t rows, index_t width, accumulate_t<T> epsilon) {
     if (rows == 0) return;
-    emulator::launch(kernels::layer_norm_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, row_mean, row_rstd,
+    emulated::launch(kernels::layer_norm_rows<T>, warp_grid(rows), dim3(kernels::block), 0, out, row_mean, row_rstd,
                      in, gain, bias, rows, width, epsilon);
   }
 
@@ -162,7 +180,7 @@ struct primitives : attn::primitives<attn::cpu> {
     struct in_order {
       ~in_order() { emulator::blocks_in_reverse() = false; }
     } restore;
-    emulator::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
+    emulated::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
                      add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
                      launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);
   }
