@@ -8,6 +8,10 @@
 //   scratch(bytes)                                        memory, an owner with get()
 //   zero(pointer, bytes)
 //   allow_shared_memory(kernel, bytes)                    dynamic shared memory above 48 KiB
+//   shared_memory_limit()                                 the most a block of the device may ask for
+// A tensor-core kernel that needs more than the device's limit (dK/dV at head width 128 takes
+// 103 KiB; GPUs of compute capability 8.6, 8.9 and 12.x give a block 99) leaves that call to
+// the CUDA-core kernels.
 // The modification M is already in device form (score_modification.cuh's, or
 // no_score_modification); both kinds of kernel evaluate it.
 #pragma once
@@ -42,18 +46,29 @@ struct fused_attention_launch {
 
   static unsigned blocks(index_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
+  /// The kernels' grids take a block a (tile, head, sentence), and a GPU's grid at most 65 535
+  /// blocks along its second and third axes (cudaErrorInvalidConfiguration past them).
+  static void check_grid(const fused_attention_problem& p, const char* who) {
+    constexpr index_t most = 65535;
+    if (p.heads > most || p.batch > most)
+      throw std::invalid_argument(std::string(who) + ": at most 65535 heads and 65535 sentences a call on the GPU, not " +
+                                  std::to_string(p.heads) + " heads of " + std::to_string(p.batch) +
+                                  " sentences; split the batch");
+  }
+
   template <class T, class Rule, class M>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule, const M& modification) {
     namespace kernels = fused_attention_kernels;
     namespace tensor_cores = fused_attention_tensor_cores;
     check_problem(p, "attn::fused_attention<cuda>::forward");
+    check_grid(p, "attn::fused_attention<cuda>::forward");
     if (p.batch * p.heads * p.queries == 0) return;
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
       if constexpr (is_float16_storage<T>) {
-        if (tensor_cores::enabled()) {
-          constexpr int bytes = tensor_cores::key_value_tiles_bytes<D>;
+        constexpr int bytes = tensor_cores::key_value_tiles_bytes<D>;
+        if (tensor_cores::enabled() && std::size_t(bytes) <= Runtime::shared_memory_limit()) {
           const auto kernel = tensor_cores::forward<D, T, Rule, M>;
           Runtime::allow_shared_memory(kernel, bytes);
           const dim3 grid(blocks(p.queries, tensor_cores::forward_block_rows<D, M>), unsigned(p.heads),
@@ -80,6 +95,7 @@ struct fused_attention_launch {
     namespace tensor_cores = fused_attention_tensor_cores;
     using A = accumulate_t<T>;
     check_problem(p, "attn::fused_attention<cuda>::backward");
+    check_grid(p, "attn::fused_attention<cuda>::backward");
     const index_t rows = p.batch * p.heads * p.queries;
     const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A));
     A* const dots = static_cast<A*>(scratch.get());
@@ -94,7 +110,13 @@ struct fused_attention_launch {
     // not fit and one would, the backward runs on CUDA cores.
     constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
     const std::size_t row_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
+    std::size_t tensor_core_bytes = 0;  // the backward's kernels' dynamic shared memory, the larger
+    with_head_width(p, [&](auto width) {
+      constexpr int D = decltype(width)::value;
+      tensor_core_bytes = std::size_t(std::max(tensor_cores::backward_keys_bytes<D>, tensor_cores::key_value_tiles_bytes<D>));
+    });
     const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() &&
+                                 tensor_core_bytes <= Runtime::shared_memory_limit() &&
                                  row_bytes * tensor_cores::gradient_slots <= row_gradient_limit;
     const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
     const std::size_t sentence_bytes = row_bytes * std::size_t(slots);

@@ -1,13 +1,12 @@
 // How the CUDA backend's launchers reach the GPU (a Runtime, fused_attention_launch.cuh):
 // kernel launches on attn's stream with their errors checked, stream-ordered scratch, and the
-// opt-in to more than 48 KiB of dynamic shared memory. The CPU emulator (emulator.hpp) has the
+// opt-in to more than 48 KiB of dynamic shared memory, up to the device's limit. The CPU emulator (emulator.hpp) has the
 // same members.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <mutex>
-#include <set>
-#include <tuple>
 #include <utility>
 
 #include "memory.cuh"
@@ -25,19 +24,30 @@ struct device_runtime {
 
   static void zero(void* p, std::size_t bytes) { ATTN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream())); }
 
-  /// Once a kernel, device and size: the launchers ask before every launch, and the attribute
-  /// is a driver call that need not be repeated.
+  /// The launchers ask before every launch; the attribute (one value a kernel and device, the
+  /// last set) is a driver call, made only when a size is larger than any granted before.
   template <class... Params>
   static void allow_shared_memory(void (*kernel)(Params...), int bytes) {
     int device = 0;
     ATTN_CUDA_CHECK(cudaGetDevice(&device));
-    const std::tuple<const void*, int, int> key{reinterpret_cast<const void*>(kernel), device, bytes};
+    const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
     static std::mutex guard;
-    static std::set<std::tuple<const void*, int, int>> allowed;
+    static std::map<std::pair<const void*, int>, int> granted;
     const std::lock_guard<std::mutex> lock(guard);
-    if (allowed.contains(key)) return;
+    const auto known = granted.find(key);
+    if (known != granted.end() && known->second >= bytes) return;
     ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    allowed.insert(key);
+    granted[key] = bytes;
+  }
+
+  /// The most dynamic shared memory a block of the current device may ask for: 227 KiB on
+  /// compute capability 9.0, 163 on 8.0, 99 on 8.6, 8.9 and 12.x (the CUDA C++ Programming
+  /// Guide's table of technical specifications).
+  static std::size_t shared_memory_limit() {
+    int device = 0, bytes = 0;
+    ATTN_CUDA_CHECK(cudaGetDevice(&device));
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return static_cast<std::size_t>(bytes);
   }
 };
 

@@ -257,3 +257,51 @@ TEST_CASE("fused attention's GPU kernels on the emulator: a row whose every scor
     }
   }
 }
+
+TEST_CASE("fused attention's GPU launches refuse more sentences or heads than a grid holds, with a clear error") {
+  // A block a (tile, head, sentence): a GPU's grid has at most 65 535 blocks along y and z.
+  using T = attn::bfloat16;
+  attn::fused_attention_problem p;
+  p.batch = 65536, p.heads = 1, p.kv_heads = 1, p.queries = 1, p.keys = 1, p.d_k = 32, p.d_v = 32, p.scale = 1;
+  std::vector<T> x(std::size_t(p.batch) * 32), out(x.size());
+  std::vector<float> log_sum_exp(std::size_t(p.batch));
+  for (const bool tensor_cores : {false, true}) {
+    const tensor_cores_set setting(tensor_cores);
+    CHECK_THROWS_WITH_AS(attn::fused_attention<emulated::gpu>::forward(p, x.data(), x.data(), x.data(),
+                                                                        static_cast<const T*>(nullptr), out.data(),
+                                                                        log_sum_exp.data()),
+                         doctest::Contains("65536 sentences"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn::fused_attention<emulated::gpu>::backward(
+                             p, x.data(), x.data(), x.data(), static_cast<const T*>(nullptr), out.data(), x.data(),
+                             log_sum_exp.data(), out.data(), out.data(), out.data()),
+                         doctest::Contains("split the batch"), std::invalid_argument);
+  }
+}
+
+TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores where a block's shared memory is too small") {
+  // GPUs of compute capability 8.6, 8.9 and 12.x give a block 99 KiB of dynamic shared memory:
+  // the tensor-core dK/dV kernel at head width 128 takes 103 KiB, the forward and dQ 68 KiB.
+  namespace emulator = attn::cuda_emulator;
+  struct limited {
+    explicit limited(std::size_t bytes) { emulator::runtime::shared_memory_limit() = bytes; }
+    ~limited() { emulator::runtime::shared_memory_limit() = emulator::runtime::most_shared_bytes; }
+  };
+  using T = attn::bfloat16;
+  const tensor_cores_set on(true);
+  for (const index_t d : {64, 128}) {
+    const fused_case::sizes z{.batch = 2, .heads = 2, .kv_heads = 2, .queries = 70, .keys = 70, .d_k = d, .d_v = d,
+                              .causal = true};
+    const auto want = run_case<T, attn::cpu>(z, 5);
+    const auto everywhere = run_case<T, emulated::gpu>(z, 5);
+    const limited small_gpu(99 << 10);
+    const auto got = run_case<T, emulated::gpu>(z, 5);  // an sm_90's limit would throw here at 128
+    INFO("d = " << d);
+    CHECK(got.out == everywhere.out);  // the forward on tensor cores either way
+    using part = std::vector<double> fused_case::result::*;
+    for (const part p : {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
+                         &fused_case::result::d_v})
+      CHECK(fused_case::relative(got.*p, want.*p) < std::ldexp(1.0, -7));
+    if (d == 64) CHECK(got.d_k == everywhere.d_k);  // fits: tensor cores
+    else CHECK(got.d_k != everywhere.d_k);           // CUDA cores
+  }
+}
