@@ -54,10 +54,41 @@ void compare(const std::vector<fused_case::result>& cpu, double tolerance, const
   }
 }
 
+/// `--races`: each kernel on the cases of at most 129 queries and keys, once, the outputs
+/// unchecked: for compute-sanitizer's racecheck and synccheck (scripts/gpu.sh,
+/// ATTN_GPU_RACECHECK), which watch every shared-memory access and would take hours over the
+/// whole suite. Races the CPU emulator's two orders of a block's threads hide show there.
+int races() {
+  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
+  int ran = 0;
+  unsigned seed = 1;
+  for (const auto& z : fused_case::cases()) {
+    ++seed;
+    if (z.queries > 129 || z.keys > 129) continue;
+    (void)fused_case::run_one<float, attn::cuda>(z, seed);  // CUDA cores
+    if (fused_case::runs<attn::bfloat16>(z)) {
+      tensor_cores::enabled() = true;
+      (void)fused_case::run_one<attn::bfloat16, attn::cuda>(z, seed);
+    }
+    ++ran;
+  }
+  settle("fused attention, races");
+  expect(ran > 10, "fused attention --races: the small cases ran", std::to_string(ran) + " cases");
+  return finish();
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (const int status = skip_without_device(); status != 0) return status;
+  if (argc > 1 && std::string(argv[1]) == "--races") {
+    try {
+      return races();
+    } catch (const std::exception& e) {
+      fail("fused attention --races", e.what());
+      return finish();
+    }
+  }
   try {
     compare<float>(fused_case::cpu_float(), 1e-5, "float");
     compare<double>(fused_case::cpu_double(), 1e-12, "double");
