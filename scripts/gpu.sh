@@ -27,8 +27,8 @@
 #   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
 #                                       ATTN_GPU_PROGRAMS_LIMIT, default 900)
 #   ATTN_GPU_MEMCHECK=TEST,TEST         those gpu tests again under compute-sanitizer memcheck
-#   ATTN_GPU_RACECHECK=1                the fused attention kernels on small cases under
-#                                       compute-sanitizer racecheck and synccheck (a minute or two)
+#   ATTN_GPU_RACECHECK=1                the fused attention kernels on small cases under compute-
+#                                       sanitizer racecheck and synccheck (ATTN_GPU_RACECHECK_LIMIT s each, 120)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
@@ -206,7 +206,7 @@ if [[ ${ATTN_GPU_RACECHECK:-0} == 1 ]]; then
   for tool in racecheck synccheck; do
     [[ -n $t ]] || { echo "$tool: no gpu_fused_attention_test"; break; }
     heading "$tool: gpu_fused_attention_test --races"
-    timeout -k 10 "${ATTN_GPU_RACECHECK_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" --races \
+    timeout -k 10 "${ATTN_GPU_RACECHECK_LIMIT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" --races \
       > "$report/$tool-fused-attention.txt" 2>&1
     status=$?
     echo "$tool fused attention: exit status $status (0 clean, 3 hazards found, 124 out of time)" |
