@@ -343,15 +343,7 @@ class block_runner {
     if (release_barrier_if_complete()) {
       // The last to arrive: the threads' turns start again from the first that has not exited
       // (the last, in reverse), which may be this one.
-      fiber* first = &f;
-      for (std::size_t k = 0; k < threads_; ++k) {
-        fiber& candidate = fibers_[reverse_ ? threads_ - 1 - k : k];
-        if (candidate.now == fiber::state::runnable) {
-          first = &candidate;
-          break;
-        }
-      }
-      if (first != &f) yield_to(first);
+      if (fiber* first = first_runnable(); first != &f) yield_to(first);
       return;
     }
     yield();
@@ -391,8 +383,14 @@ class block_runner {
     f.now = fiber::state::at_warp_collective;
     f.collective = w.generation;
     ++w.arrived;
-    release_warp_if_complete(f.warp);
-    if (f.now != fiber::state::runnable) yield();
+    if (release_warp_if_complete(f.warp)) {
+      // The last lane to arrive: the warp's turns start again from its first lane (its last, in
+      // reverse), as after a barrier.
+      fiber& first = fibers_[std::size_t(f.warp) * warp_size + (reverse_ ? warp_size - 1 : 0)];
+      if (&first != &f) yield_to(&first);
+    } else {
+      yield();
+    }
     Result mine_out;
     std::memcpy(&mine_out, w.results[buffer][f.lane], sizeof(Result));
     return mine_out;
@@ -425,15 +423,17 @@ class block_runner {
     return true;
   }
 
-  void release_warp_if_complete(unsigned warp) {
+  /// Releases the warp's lanes once all have arrived at its collective; whether it did.
+  bool release_warp_if_complete(unsigned warp) {
     warp_exchange& w = warps_[warp];
-    if (w.arrived < lanes_of(warp)) return;
+    if (w.arrived < lanes_of(warp)) return false;
     for (unsigned lane = 0; lane < lanes_of(warp); ++lane) {
       fiber& f = fibers_[std::size_t(warp) * warp_size + lane];
       if (f.now == fiber::state::at_warp_collective && f.collective == w.generation) f.now = fiber::state::runnable;
     }
     w.arrived = 0;
     ++w.generation;
+    return true;
   }
 
   void run_block(uint3 index) {
@@ -495,6 +495,16 @@ class block_runner {
            " (a barrier or collective some threads never reach)";
   }
 
+  /// The first thread that can run (the last, when the threads take their turns in reverse);
+  /// null when none can.
+  fiber* first_runnable() {
+    for (std::size_t k = 0; k < threads_; ++k) {
+      fiber& f = fibers_[reverse_ ? threads_ - 1 - k : k];
+      if (f.now == fiber::state::runnable) return &f;
+    }
+    return nullptr;
+  }
+
   /// The next thread after the current one that can run, round robin (before it, when the
   /// threads take their turns in reverse); null when none can.
   fiber* next_runnable() {
@@ -532,8 +542,8 @@ class block_runner {
     ++self.exited_;
     // An exit completes a barrier the others wait at (exited threads count as arrived); it
     // leaves a warp collective its lanes wait at forever, which run_block reports.
-    self.release_barrier_if_complete();
-    fiber* next = self.failure_ ? nullptr : self.next_runnable();
+    const bool released = self.release_barrier_if_complete();
+    fiber* next = self.failure_ ? nullptr : released ? self.first_runnable() : self.next_runnable();
     context abandoned;
     if (next) {
       self.current_ = next;
@@ -611,7 +621,8 @@ struct runtime {
   template <class... Params, class... Args>
   static void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
     const auto allowed = allowances().find(reinterpret_cast<const void*>(kernel));
-    const std::size_t limit = allowed != allowances().end() ? allowed->second : default_shared_bytes;
+    const std::size_t limit = std::min(allowed != allowances().end() ? allowed->second : default_shared_bytes,
+                                       shared_memory_limit());
     if (shared_bytes > limit)
       throw kernel_error("attn::cuda_emulator::runtime: a launch with " + std::to_string(shared_bytes) +
                          " bytes of dynamic shared memory, and the kernel allows " + std::to_string(limit) +

@@ -58,11 +58,17 @@ __global__ void turns(unsigned* counter, unsigned* order) {
   order[blockDim.x + threadIdx.x] = atomicAdd(counter, 1u);
 }
 
-/// The same after the first and the last thread have exited: the turns after the barrier start
-/// from the first (the last) that is still there.
-__global__ void turns_after_exits(unsigned* counter, unsigned* order) {
-  if (threadIdx.x == 0 || threadIdx.x == blockDim.x - 1) return;
+/// The same after thread `exiting` has exited: the turns after the barrier start from the first
+/// (the last) thread still there, whether a thread's arrival or the exit completed the barrier.
+__global__ void turns_after_an_exit(unsigned exiting, unsigned* counter, unsigned* order) {
+  if (threadIdx.x == exiting) return;
   __syncthreads();
+  order[threadIdx.x] = atomicAdd(counter, 1u);
+}
+
+/// Each lane's place in the order a warp's lanes took their turns after a shuffle.
+__global__ void turns_after_a_shuffle(unsigned* counter, unsigned* order) {
+  (void)__shfl_xor_sync(0xffffffffu, 1, 1);
   order[threadIdx.x] = atomicAdd(counter, 1u);
 }
 
@@ -345,15 +351,36 @@ TEST_CASE("emulator: a block's threads take their turns first to last, or last t
       CHECK(order[t] == (reverse ? 63 - t : t));
       CHECK(order[64 + t] == 64 + (reverse ? 63 - t : t));
     }
+    // The first thread to run exits (the barrier completes at an arrival), or the last does
+    // (the exit completes it): the turns start from the first thread left, in either order.
+    for (const bool first_exits : {true, false}) {
+      const unsigned exiting = first_exits != reverse ? 0 : 63;
+      counter = 0;
+      std::vector<unsigned> after_exit(64, 999);
+      {
+        const threads_reversed order_of_turns(reverse);
+        emulator::launch(turns_after_an_exit, dim3(1), dim3(64), 0, exiting, &counter, after_exit.data());
+      }
+      INFO("thread ", exiting, " exits");
+      CHECK(after_exit[exiting] == 999);
+      unsigned place = 0;  // the turns of the 63 left, first to last or last to first
+      for (unsigned k = 0; k < 64; ++k) {
+        const unsigned t = reverse ? 63 - k : k;
+        if (t != exiting) CHECK(after_exit[t] == place++);
+      }
+    }
     counter = 0;
-    std::vector<unsigned> after_exits(64, 999);
+    std::vector<unsigned> after_shuffle(64, 999);
     {
       const threads_reversed order_of_turns(reverse);
-      emulator::launch(turns_after_exits, dim3(1), dim3(64), 0, &counter, after_exits.data());
+      emulator::launch(turns_after_a_shuffle, dim3(1), dim3(64), 0, &counter, after_shuffle.data());
     }
-    CHECK(after_exits[0] == 999);
-    CHECK(after_exits[63] == 999);
-    for (unsigned t = 1; t < 63; ++t) CHECK(after_exits[t] == (reverse ? 62 - t : t - 1));
+    // Each warp's lanes in order after its shuffle (warp 0 first, in order; warp 1, reversed).
+    for (unsigned t = 0; t < 64; ++t) {
+      const unsigned warp = t / 32, lane = t % 32;
+      const unsigned warp_place = reverse ? 1 - warp : warp, lane_place = reverse ? 31 - lane : lane;
+      CHECK(after_shuffle[t] == warp_place * 32 + lane_place);
+    }
   }
 }
 

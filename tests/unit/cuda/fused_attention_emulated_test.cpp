@@ -149,6 +149,18 @@ TEST_CASE("fused attention's GPU kernels on the emulator: float16 on tensor core
   compare<attn::float16>(std::ldexp(1.0, -10), true);
 }
 
+/// Case z on the emulated GPU, a block's threads taking their turns last to first when
+/// `reverse`, first to last otherwise (whatever ATTN_EMULATOR_THREADS_IN_REVERSE says).
+template <class T>
+fused_case::result run_in_order(const fused_case::sizes& z, unsigned seed, bool reverse) {
+  struct order {
+    bool before = attn::cuda_emulator::threads_in_reverse();
+    ~order() { attn::cuda_emulator::threads_in_reverse() = before; }
+  } restore;
+  attn::cuda_emulator::threads_in_reverse() = reverse;
+  return run_case<T, emulated::gpu>(z, seed);
+}
+
 /// Runs every case but the 1000-query ones on the emulated GPU twice, a block's threads taking
 /// their turns first to last and then last to first (emulator.hpp: a race over shared memory
 /// reads another thread's number in one order and the old one in the other), and asks for the
@@ -161,11 +173,8 @@ void same_bits_in_either_order(bool tensor_cores) {
   for (const auto& z : fused_case::cases()) {
     ++seed;
     if (z.queries >= 1000 || !fused_case::runs<T>(z)) continue;
-    const auto in_order = run_case<T, emulated::gpu>(z, seed);
-    const bool before = attn::cuda_emulator::threads_in_reverse();
-    attn::cuda_emulator::threads_in_reverse() = true;
-    const auto reversed = run_case<T, emulated::gpu>(z, seed);
-    attn::cuda_emulator::threads_in_reverse() = before;
+    const auto in_order = run_in_order<T>(z, seed, false);
+    const auto reversed = run_in_order<T>(z, seed, true);
     INFO(z.str());
     CHECK(reversed.out == in_order.out);
     CHECK(reversed.d_q == in_order.d_q);

@@ -29,10 +29,12 @@ namespace emulator = attn::cuda_emulator;
 /// emulator::launch, a block's threads taking their turns first to last at one call and last to
 /// first at the next (emulator.hpp): a race over shared memory that one order hides, the other
 /// shows, and the checks compare both kinds of call with the CPU's numbers.
+inline bool reverse_next_launch = false;  // one for every kernel: the launches alternate, whatever they run
+
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
-  static bool reverse = false;
-  reverse = !reverse;
+  const bool reverse = reverse_next_launch;
+  reverse_next_launch = !reverse_next_launch;
   struct order {
     bool before = emulator::threads_in_reverse();
     ~order() { emulator::threads_in_reverse() = before; }
