@@ -72,13 +72,13 @@ __global__ void turns_after_a_shuffle(unsigned* counter, unsigned* order) {
   order[threadIdx.x] = atomicAdd(counter, 1u);
 }
 
-/// Thread t writes its number into dynamic shared memory and reads thread t + 1's: with the
-/// barrier between, thread t + 1's number whatever the order; without it, a race.
-__global__ void neighbours(bool barrier, int* out) {
+/// Thread t writes t + 1 into dynamic shared memory and reads thread t + step's (modulo the
+/// block): with the barrier between, that thread's number whatever the order; without it, a race.
+__global__ void neighbours(bool barrier, unsigned step, int* out) {
   int* const numbers = attn::cuda_backend::dynamic_shared_memory<int>();
   numbers[threadIdx.x] = int(threadIdx.x) + 1;
   if (barrier) __syncthreads();
-  out[threadIdx.x] = numbers[(threadIdx.x + 1) % blockDim.x];
+  out[threadIdx.x] = numbers[(threadIdx.x + step) % blockDim.x];
 }
 
 /// Block 0 writes its dynamic shared memory; every block reads it back before writing.
@@ -385,20 +385,25 @@ TEST_CASE("emulator: a block's threads take their turns first to last, or last t
 }
 
 TEST_CASE("emulator: a race over shared memory gives different results in the two orders of the threads") {
-  const auto run = [](bool barrier, bool reverse) {
+  const auto run = [](bool barrier, unsigned step, bool reverse) {
     const threads_reversed order_of_turns(reverse);
     std::vector<int> out(64, 0);
-    emulator::launch(neighbours, dim3(1), dim3(64), 64 * sizeof(int), barrier, out.data());
+    emulator::launch(neighbours, dim3(1), dim3(64), 64 * sizeof(int), barrier, step, out.data());
     return out;
   };
-  std::vector<int> next(64);
-  for (int t = 0; t < 64; ++t) next[std::size_t(t)] = (t + 1) % 64 + 1;
-  CHECK(run(true, false) == next);  // a barrier orders the write and the read
-  CHECK(run(true, true) == next);
-  const auto in_order = run(false, false), reversed = run(false, true);
-  CHECK(in_order != reversed);  // the race shows
-  CHECK(in_order[0] == -1);     // thread 1 had not written: the pattern (0xffffffff)
-  CHECK(reversed[0] == 2);      // thread 1 had
+  for (const unsigned step : {1u, 63u}) {  // the next thread's number, or the one before's
+    INFO("step ", step);
+    std::vector<int> theirs(64);
+    for (unsigned t = 0; t < 64; ++t) theirs[t] = int((t + step) % 64) + 1;
+    CHECK(run(true, step, false) == theirs);  // a barrier orders the write and the read
+    CHECK(run(true, step, true) == theirs);
+    // Without it, each order hides the race the other shows: reading the next thread's number
+    // gets the pattern (0xffffffff) in order, reading the one before's gets it in reverse.
+    const auto in_order = run(false, step, false), reversed = run(false, step, true);
+    CHECK(in_order != reversed);
+    CHECK(in_order[1] == (step == 1 ? -1 : 1));
+    CHECK(reversed[1] == (step == 1 ? 3 : -1));
+  }
 }
 
 TEST_CASE("emulator: each block finds its dynamic shared memory filled with the pattern, not an earlier block's numbers") {
