@@ -126,6 +126,19 @@ inline bool& threads_in_reverse() {
   return reverse;
 }
 
+/// threads_in_reverse() set to `reverse` until the end of the scope, then back to what it was
+/// (which ATTN_EMULATOR_THREADS_IN_REVERSE may have set for the whole program).
+class threads_in_reverse_while {
+ public:
+  explicit threads_in_reverse_while(bool reverse) : before_(threads_in_reverse()) { threads_in_reverse() = reverse; }
+  ~threads_in_reverse_while() { threads_in_reverse() = before_; }
+  threads_in_reverse_while(const threads_in_reverse_while&) = delete;
+  threads_in_reverse_while& operator=(const threads_in_reverse_while&) = delete;
+
+ private:
+  bool before_;
+};
+
 // The emulator's own work (switching fibers, exchanging and multiplying the lanes' registers)
 // is optimised even in a build at -O0, as the sanitizers' is: the kernels it runs stay as built.
 #if defined(__GNUC__) && !defined(__clang__)

@@ -331,20 +331,12 @@ TEST_CASE("emulator: blocks run first to last, or last to first when asked") {
   }
 }
 
-/// The threads' order, until the end of the scope (ATTN_EMULATOR_THREADS_IN_REVERSE may have set
-/// it for the whole program: it is set back as it was).
-struct threads_reversed {
-  bool before = emulator::threads_in_reverse();
-  explicit threads_reversed(bool reverse) { emulator::threads_in_reverse() = reverse; }
-  ~threads_reversed() { emulator::threads_in_reverse() = before; }
-};
-
 TEST_CASE("emulator: a block's threads take their turns first to last, or last to first when asked") {
   for (const bool reverse : {false, true}) {
     unsigned counter = 0;
     std::vector<unsigned> order(2 * 64, 999);
     {
-      const threads_reversed order_of_turns(reverse);
+      const emulator::threads_in_reverse_while order_of_turns(reverse);
       emulator::launch(turns, dim3(1), dim3(64), 0, &counter, order.data());
     }
     for (unsigned t = 0; t < 64; ++t) {
@@ -358,7 +350,7 @@ TEST_CASE("emulator: a block's threads take their turns first to last, or last t
       counter = 0;
       std::vector<unsigned> after_exit(64, 999);
       {
-        const threads_reversed order_of_turns(reverse);
+        const emulator::threads_in_reverse_while order_of_turns(reverse);
         emulator::launch(turns_after_an_exit, dim3(1), dim3(64), 0, exiting, &counter, after_exit.data());
       }
       INFO("thread ", exiting, " exits");
@@ -372,7 +364,7 @@ TEST_CASE("emulator: a block's threads take their turns first to last, or last t
     counter = 0;
     std::vector<unsigned> after_shuffle(64, 999);
     {
-      const threads_reversed order_of_turns(reverse);
+      const emulator::threads_in_reverse_while order_of_turns(reverse);
       emulator::launch(turns_after_a_shuffle, dim3(1), dim3(64), 0, &counter, after_shuffle.data());
     }
     // Each warp's lanes in order after its shuffle (warp 0 first, in order; warp 1, reversed).
@@ -386,7 +378,7 @@ TEST_CASE("emulator: a block's threads take their turns first to last, or last t
 
 TEST_CASE("emulator: a race over shared memory gives different results in the two orders of the threads") {
   const auto run = [](bool barrier, unsigned step, bool reverse) {
-    const threads_reversed order_of_turns(reverse);
+    const emulator::threads_in_reverse_while order_of_turns(reverse);
     std::vector<int> out(64, 0);
     emulator::launch(neighbours, dim3(1), dim3(64), 64 * sizeof(int), barrier, step, out.data());
     return out;

@@ -153,11 +153,7 @@ TEST_CASE("fused attention's GPU kernels on the emulator: float16 on tensor core
 /// `reverse`, first to last otherwise (whatever ATTN_EMULATOR_THREADS_IN_REVERSE says).
 template <class T>
 fused_case::result run_in_order(const fused_case::sizes& z, unsigned seed, bool reverse) {
-  struct order {
-    bool before = attn::cuda_emulator::threads_in_reverse();
-    ~order() { attn::cuda_emulator::threads_in_reverse() = before; }
-  } restore;
-  attn::cuda_emulator::threads_in_reverse() = reverse;
+  const attn::cuda_emulator::threads_in_reverse_while order(reverse);
   return run_case<T, emulated::gpu>(z, seed);
 }
 

@@ -35,11 +35,7 @@ template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
   const bool reverse = reverse_next_launch;
   reverse_next_launch = !reverse_next_launch;
-  struct order {
-    bool before = emulator::threads_in_reverse();
-    ~order() { emulator::threads_in_reverse() = before; }
-  } restore;
-  emulator::threads_in_reverse() = reverse;
+  const emulator::threads_in_reverse_while order(reverse);
   emulator::launch(kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
 }
 
