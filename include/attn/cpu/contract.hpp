@@ -1,6 +1,6 @@
-// Contractions on the CPU: batches of matrix products, through Eigen (OpenBLAS sgemm/dgemm when
-// the `blas` option is on) or, for float, oneDNN's sgemm when the `dnnl` option is on
-// (dnnl_gemm.hpp). Operands already laid out as [batch..., rows, cols] are used in place,
+// Contractions on the CPU: batches of matrix products, through OpenBLAS's sgemm/dgemm when the
+// `blas` option is on (gemm.hpp; Eigen's product without it, and Eigen's loops for small
+// products) or, for float, oneDNN's sgemm when the `dnnl` option is on (dnnl_gemm.hpp). Operands already laid out as [batch..., rows, cols] are used in place,
 // transposed or not; any other operand is first evaluated into that layout. 16-bit operands are
 // widened to float on the way (the CPU has no 16-bit GEMM worth the name) and the product,
 // accumulated in float, is rounded once where it is stored: what tensor cores compute.
@@ -15,6 +15,7 @@
 #include "../expr/contract.hpp"
 #include "dnnl_gemm.hpp"
 #include "evaluate.hpp"
+#include "gemm.hpp"
 #include "lowering.hpp"
 #include "permute.hpp"
 #include "threads.hpp"
@@ -71,8 +72,8 @@ auto prepare_operand(const X& x) {
 /// c[i] = op(a[i]) · op(b[i]) for i < batches, row-major [m, k] · [k, n] matrices one after
 /// another (`a_transposed`: a[i] stored as [k, m]; `b_transposed`: b[i] as [n, k]). A function of
 /// the element type alone, not of the contraction's shapes: every product of a model shares one
-/// copy of Eigen's and oneDNN's dispatch, where each contraction had its own (45 in a trainer's
-/// model).
+/// copy of the dispatch to Eigen, BLAS and oneDNN, where each contraction had its own (45 in a
+/// trainer's model).
 template <class T>
 void multiply_batches(T* c_data, const T* a_data, bool a_transposed, const T* b_data, bool b_transposed,
                       index_t batches, index_t m, index_t n, index_t k) {
@@ -101,10 +102,7 @@ void multiply_batches(T* c_data, const T* a_data, bool a_transposed, const T* b_
       else c.noalias() = a_i.transpose().lazyProduct(b_i.transpose());
       return;
     }
-    if (!a_transposed && !b_transposed) c.noalias() = a_i * b_i;
-    else if (!a_transposed) c.noalias() = a_i * b_i.transpose();
-    else if (!b_transposed) c.noalias() = a_i.transpose() * b_i;
-    else c.noalias() = a_i.transpose() * b_i.transpose();
+    gemm(c.data(), a_i.data(), a_transposed, b_i.data(), b_transposed, m, n, k);
   };
 
   // Many small products (attention's per-head matrices): one thread each. Few large ones:

@@ -30,6 +30,7 @@
 #include "../core/float16.hpp"
 #include "../core/fused_attention.hpp"
 #include "dnnl_gemm.hpp"
+#include "gemm.hpp"
 #include "threads.hpp"
 #include "vector_math.hpp"
 
@@ -389,24 +390,24 @@ struct fused_attention<cpu> {
   /// adjacent rows, a and b possibly transposed. Float products of 32 × 32 × 64 and more through
   /// oneDNN's sgemm when attn has it (on a Zen 5, one thread: 1.4× OpenBLAS's rate at 64 × 64 ×
   /// 64, 1.75× at 128 × 128 × 64, but 0.7× at 16 × 16 × 64, where a call costs more than it
-  /// multiplies: docs/benchmarks.md), else by Eigen.
+  /// multiplies: docs/benchmarks.md), else cpu_backend::gemm, a function of the element type
+  /// alone whatever the operands' Eigen types (BLAS's gemm, or Eigen's product without BLAS).
   template <class T, class C, class A, class B>
   static void tile_product(C&& c, const A& a, const B& b, T alpha, T beta) {
+    const auto [a_data, a_transposed] = stored<T>(a);
+    const auto [b_data, b_transposed] = stored<T>(b);
+    const index_t m = c.rows(), n = c.cols(), k = a.cols();
     if constexpr (std::is_same_v<T, float>) {
-      if (cpu_backend::dnnl_gemm_enabled() && c.rows() * c.cols() * a.cols() >= 32 * 32 * 64) {
-        const auto [a_data, a_transposed] = stored(a);
-        const auto [b_data, b_transposed] = stored(b);
-        cpu_backend::dnnl_gemm(c.data(), a_data, a_transposed, b_data, b_transposed, c.rows(), c.cols(), a.cols(),
-                               alpha, beta);
+      if (cpu_backend::dnnl_gemm_enabled() && m * n * k >= 32 * 32 * 64) {
+        cpu_backend::dnnl_gemm(c.data(), a_data, a_transposed, b_data, b_transposed, m, n, k, alpha, beta);
         return;
       }
     }
-    if (beta == T(0)) c.noalias() = alpha * (a * b);
-    else c.noalias() += alpha * (a * b);
+    cpu_backend::gemm(c.data(), a_data, a_transposed, b_data, b_transposed, m, n, k, alpha, beta);
   }
   /// Where a tile operand's numbers are, and whether it is the transpose of what is stored there.
-  template <class X>
-  static std::pair<const float*, bool> stored(const X& x) {
+  template <class T, class X>
+  static std::pair<const T*, bool> stored(const X& x) {
     if constexpr (requires { x.nestedExpression(); }) return {x.nestedExpression().data(), true};
     else return {x.data(), false};
   }
