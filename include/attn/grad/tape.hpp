@@ -2,12 +2,53 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 namespace attn::grad {
+
+/// One recorded backward step: its closure on the heap, run and destroyed through two plain
+/// function pointers. Moved, never copied: std::function, which it replaces, must be able to copy
+/// its closure, so each kind of step had its copy constructor (the handles it captures), a
+/// manager and its type information compiled, 4 % of a model's code (docs/model.md,
+/// "Compile time"). A closure may hold what cannot be copied.
+class backward_step {
+ public:
+  template <class F>
+  explicit backward_step(F&& f)
+      : closure_(new std::decay_t<F>(std::forward<F>(f))),
+        run_(&run<std::decay_t<F>>),
+        destroy_(&destroy<std::decay_t<F>>) {}
+  backward_step(backward_step&& other) noexcept
+      : closure_(std::exchange(other.closure_, nullptr)), run_(other.run_), destroy_(other.destroy_) {}
+  backward_step& operator=(backward_step&& other) noexcept {
+    if (this != &other) {
+      reset();
+      closure_ = std::exchange(other.closure_, nullptr);
+      run_ = other.run_;
+      destroy_ = other.destroy_;
+    }
+    return *this;
+  }
+  ~backward_step() { reset(); }
+
+  void operator()() { run_(closure_); }
+  void reset() noexcept {
+    if (closure_ != nullptr) destroy_(std::exchange(closure_, nullptr));
+  }
+
+ private:
+  template <class F>
+  static void run(void* closure) { (*static_cast<F*>(closure))(); }
+  template <class F>
+  static void destroy(void* closure) noexcept { delete static_cast<F*>(closure); }
+
+  void* closure_;
+  void (*run_)(void*);
+  void (*destroy_)(void*) noexcept;
+};
 
 /// Records, for each differentiable operation of a forward pass, the step that passes its
 /// result's gradient on to its operands. Operations record only when given a tape; without
@@ -55,7 +96,7 @@ class tape {
       steps_[step]();
       // Its result's gradient and the values it kept are needed no more: freed now, the
       // backward pass holds at once only the gradients still on their way to the inputs.
-      steps_[step] = nullptr;
+      steps_[step].reset();
       report_from(step);
     }
     clear();
@@ -73,7 +114,7 @@ class tape {
     std::size_t position;  // steps recorded before the first read
     const void* identity;
   };
-  std::vector<std::function<void()>> steps_;
+  std::vector<backward_step> steps_;
   std::vector<note> notes_;
   std::unordered_set<const void*> noted_;
 };

@@ -2,6 +2,7 @@
 // every step that can add to its gradient has run.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,25 @@ TEST_CASE("grad: the tape replays its steps last first and reports each note onc
   tape.record([&] { events.push_back("again"); });
   tape.replay([&](const void*) { events.push_back("stale note"); });  // replay forgot the notes
   CHECK(events == std::vector<std::string>{"again"});
+}
+
+TEST_CASE("grad: a step may hold what cannot be copied, and lets go of it once it has run or is forgotten") {
+  grad::tape tape;
+  int runs = 0;
+  const auto held = std::make_shared<int>(7);
+  tape.record([&runs, kept = std::make_unique<std::shared_ptr<int>>(held)] { runs += **kept; });
+  tape.record([&runs, kept = std::make_unique<std::shared_ptr<int>>(held)] { runs += 10 * **kept; });
+  CHECK(held.use_count() == 3);
+  std::vector<long> held_during;
+  tape.record([&] { held_during.push_back(held.use_count()); });  // runs first
+  tape.replay([](const void*) {});
+  CHECK(runs == 77);
+  CHECK(held_during == std::vector<long>{3});
+  CHECK(held.use_count() == 1);  // both closures destroyed
+  tape.record([kept = std::make_unique<std::shared_ptr<int>>(held)] { FAIL("a cleared step ran"); });
+  CHECK(held.use_count() == 2);
+  tape.clear();
+  CHECK(held.use_count() == 1);
 }
 
 TEST_CASE("grad: a parameter read twice through cast is complete only after both reads' steps") {
