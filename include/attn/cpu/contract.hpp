@@ -1,7 +1,8 @@
 // Contractions on the CPU: batches of matrix products, through OpenBLAS's sgemm/dgemm when the
 // `blas` option is on (gemm.hpp; Eigen's product without it, and Eigen's loops for small
-// products) or, for float, oneDNN's sgemm when the `dnnl` option is on (dnnl_gemm.hpp). Operands already laid out as [batch..., rows, cols] are used in place,
-// transposed or not; any other operand is first evaluated into that layout. 16-bit operands are
+// products) or, for float, oneDNN's sgemm when the `dnnl` option is on (dnnl_gemm.hpp).
+// Operands already laid out as [batch..., rows, cols] are used in place, transposed or not; any
+// other operand is first evaluated into that layout. 16-bit operands are
 // widened to float on the way (the CPU has no 16-bit GEMM worth the name) and the product,
 // accumulated in float, is rounded once where it is stored: what tensor cores compute.
 #pragma once
@@ -87,7 +88,8 @@ void multiply_batches(T* c_data, const T* a_data, bool a_transposed, const T* b_
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-      // Matrix-vector products (a decoding step's attention) stay with Eigen's GEMV.
+      // Matrix-vector products (a decoding step's attention) stay off oneDNN: BLAS's gemv (gemm.hpp),
+      // or Eigen's loops when small (below).
       if (m > 1 && n > 1 && dnnl_gemm_enabled())
         return dnnl_gemm(c.data(), a_data + i * m * k, a_transposed, b_data + i * k * n, b_transposed, m, n, k);
     }

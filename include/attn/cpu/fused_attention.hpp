@@ -266,6 +266,19 @@ struct fused_attention<cpu> {
                                                    Eigen::Matrix<T, Eigen::Dynamic, 1>>>;
   template <class T>
   using column = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  /// A matrix or a map over whole rows (tile_product's operands), or the transpose of one.
+  template <class X>
+  static constexpr bool whole_rows =
+      std::is_same_v<X, matrix<typename X::Scalar>> || std::is_same_v<X, matrix_map<typename X::Scalar>> ||
+      std::is_same_v<X, matrix_map<const typename X::Scalar>>;
+  template <class X>
+  static constexpr bool transposed_whole_rows(std::type_identity<X>) {
+    return false;
+  }
+  template <class X>
+  static constexpr bool transposed_whole_rows(std::type_identity<Eigen::Transpose<X>>) {
+    return whole_rows<std::remove_const_t<X>>;
+  }
   template <class T>
   static constexpr T infinity = std::numeric_limits<T>::infinity();
 
@@ -394,6 +407,8 @@ struct fused_attention<cpu> {
   /// alone whatever the operands' Eigen types (BLAS's gemm, or Eigen's product without BLAS).
   template <class T, class C, class A, class B>
   static void tile_product(C&& c, const A& a, const B& b, T alpha, T beta) {
+    static_assert(whole_rows<std::remove_cvref_t<C>>,
+                  "a tile product's result must be a matrix or a map over whole rows");
     const auto [a_data, a_transposed] = stored<T>(a);
     const auto [b_data, b_transposed] = stored<T>(b);
     const index_t m = c.rows(), n = c.cols(), k = a.cols();
@@ -405,11 +420,18 @@ struct fused_attention<cpu> {
     }
     cpu_backend::gemm(c.data(), a_data, a_transposed, b_data, b_transposed, m, n, k, alpha, beta);
   }
-  /// Where a tile operand's numbers are, and whether it is the transpose of what is stored there.
+  /// Where a tile operand's numbers are, and whether it is the transpose of what is stored there:
+  /// a matrix or a map over whole rows, or the transpose of one. Nothing else (a block of rows,
+  /// an expression) may reach gemm, which reads the numbers as [rows, cols] one row after another.
   template <class T, class X>
   static std::pair<const T*, bool> stored(const X& x) {
-    if constexpr (requires { x.nestedExpression(); }) return {x.nestedExpression().data(), true};
-    else return {x.data(), false};
+    if constexpr (transposed_whole_rows(std::type_identity<X>{})) {
+      return {x.nestedExpression().data(), true};
+    } else {
+      static_assert(whole_rows<X>,
+                    "a tile product's operand must be a matrix or a map over whole rows, or a transpose of one");
+      return {x.data(), false};
+    }
   }
 
   /// x.row(i) = exp(x.row(i) − shift) (0 where it was −∞); returns the row's sum. Float rows

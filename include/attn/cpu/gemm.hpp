@@ -2,16 +2,18 @@
 // contractions (contract.hpp) and the fused attention kernel's tiles (fused_attention.hpp).
 //
 // Built with OpenBLAS (-DEIGEN_USE_BLAS, the `blas` option), the product is one call of BLAS's
-// gemm, or gemv when a side is a single row or column, and Eigen's dot for a single number: what
-// Eigen's own product does, but for products whose sides sum to less than 20, which Eigen
-// multiplies with loops of its own (contract.hpp keeps Eigen's loops for its small products).
-// The same routines give the same numbers, and the fused attention kernel's backward relies on
-// that: over one key, dO·Vᵀ cancels dO·O exactly, and softmax's backward (dP − D) is then 0.
-// Calling BLAS directly spares every translation unit Eigen's product templates: each product
-// expression instantiated Eigen's small-size loops, its matrix-vector branches and its BLAS
-// binding, and a model's contractions and the fused kernel's tiles took a tenth of the compile
-// time of DESIGN's base-model program (docs/model.md, "Compile time"). Without BLAS, and for
-// other element types, Eigen multiplies.
+// gemm, or gemv when a side is a single row or column, and a dot product for a single number:
+// with alpha 1 and a product whose sides sum to 20 or more, the calls Eigen's product made, and
+// its numbers (tests/unit/cpu/gemm_test.cpp). Eigen differed in the last place elsewhere: it
+// multiplied smaller products with loops of its own (contract.hpp keeps those for its small
+// products), folded an alpha into a single row before gemv, and summed a single number's terms
+// one by one when its row or column was strided. The fused attention kernel's backward relies on
+// the dot: over one key, dO·Vᵀ is the same sum as D = dO·O, and softmax's backward (dP − D) is
+// exactly 0. Calling BLAS directly spares every translation unit Eigen's product templates:
+// each product expression instantiated Eigen's small-size loops, its matrix-vector branches and
+// its BLAS binding, and a model's contractions and the fused kernel's tiles took a tenth of the
+// compile time of DESIGN's base-model program (docs/model.md, "Compile time"). Without BLAS,
+// and for other element types, Eigen multiplies.
 #pragma once
 
 #include <climits>
@@ -85,7 +87,7 @@ template <class T>
 void gemm(T* c, const T* a, bool a_transposed, const T* b, bool b_transposed, index_t m, index_t n, index_t k,
           T alpha = T(1), T beta = T(0)) {
   if (m == 0 || n == 0) return;
-  if (m == 1 && n == 1) {  // an inner product: Eigen's dot, as Eigen's product takes it with BLAS
+  if (m == 1 && n == 1) {  // an inner product: Eigen's dot of the two contiguous vectors
     using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
     const T dot = Eigen::Map<const vector>(a, k).dot(Eigen::Map<const vector>(b, k));
     c[0] = beta == T(0) ? alpha * dot : alpha * dot + beta * c[0];

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
@@ -17,6 +18,7 @@ namespace attn::grad {
 class backward_step {
  public:
   template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, backward_step>)
   explicit backward_step(F&& f)
       : closure_(new std::decay_t<F>(std::forward<F>(f))),
         run_(&run<std::decay_t<F>>),
@@ -34,7 +36,10 @@ class backward_step {
   }
   ~backward_step() { reset(); }
 
-  void operator()() { run_(closure_); }
+  void operator()() {
+    if (closure_ == nullptr) throw std::logic_error("attn::grad: a backward step ran after it was run or cleared");
+    run_(closure_);
+  }
   void reset() noexcept {
     if (closure_ != nullptr) destroy_(std::exchange(closure_, nullptr));
   }

@@ -1,7 +1,7 @@
 // Tests of include/attn/cpu/gemm.hpp: c = alpha · op(a) · op(b) + beta · c against a plain
 // loop in double, for both element types, every pair of transpositions, the single row and
-// column that go to gemv, an empty contraction, beta 0 over NaN; and, built with BLAS, the
-// numbers of Eigen's product wherever it calls the same routine.
+// column that go to gemv, an empty contraction, beta 0 over NaN, a single number as Eigen's dot;
+// and, built with BLAS, the numbers of Eigen's product wherever it called the same routines.
 #include <doctest/doctest.h>
 
 #include <climits>
@@ -91,48 +91,65 @@ TEST_CASE_TEMPLATE("cpu::gemm: an empty contraction leaves beta · c, and an emp
   CHECK(c == std::vector<T>{0.5, 1, 1.5, 2});
 }
 
-// The fused attention kernel's backward counts on it: over one key, dO·Vᵀ and D = dO·O are the
-// same dot product, and their difference exactly 0.
+// The fused attention kernel's backward counts on it: over one key, dP = dO·Vᵀ is this product,
+// and D = dO·O (O = V there) is Eigen's dot of the two rows, which must be the same sum for dP − D
+// to be exactly 0. BLAS's gemv sums in another order (the emulated fused-attention tests of one
+// key failed with it).
 TEST_CASE_TEMPLATE("cpu::gemm: a single number is Eigen's dot of the row and the column, to the bit", T, float,
                    double) {
   using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
   std::mt19937 random(11);
-  for (const index_t k : {1, 7, 32, 128})
-    for (const bool a_transposed : {false, true})
-      for (const bool b_transposed : {false, true}) {
-        const auto a = random_values<T>(k, random);
-        const auto b = random_values<T>(k, random);
-        T c = std::numeric_limits<T>::quiet_NaN();
-        attn::cpu_backend::gemm(&c, a.data(), a_transposed, b.data(), b_transposed, 1, 1, k);
-        CAPTURE(k);
-        CHECK(c == Eigen::Map<const vector>(a.data(), k).dot(Eigen::Map<const vector>(b.data(), k)));
-      }
+  for (const index_t k : {1, 7, 32, 128, 1000}) {
+    const auto a = random_values<T>(k, random);
+    const auto b = random_values<T>(k, random);
+    T c = std::numeric_limits<T>::quiet_NaN();
+    attn::cpu_backend::gemm(&c, a.data(), false, b.data(), true, 1, 1, k);
+    CAPTURE(k);
+    CHECK(c == Eigen::Map<const vector>(a.data(), k).dot(Eigen::Map<const vector>(b.data(), k)));
+  }
 }
 
 #if defined(EIGEN_USE_BLAS)
-// Eigen multiplies by its own loops below a size (rows + columns + depth under 20), by BLAS above.
-TEST_CASE("cpu::gemm: built with BLAS, the numbers of Eigen's product where it calls BLAS's gemm") {
-  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Where Eigen's product called BLAS (sides summing to 20 or more) with alpha 1, gemm makes the
+// same calls: the contractions' numbers did not change. A single row or column goes to gemv in
+// both (Eigen copies a strided one first), a single number to the dot above when its row and
+// column are contiguous (a not transposed, b transposed: the fused kernel's dP), and beta 1
+// accumulates as Eigen's +=.
+TEST_CASE_TEMPLATE("cpu::gemm: built with BLAS, the numbers of Eigen's product wherever it called BLAS", T, float,
+                   double) {
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   std::mt19937 random(7);
-  for (const auto& [m, n, k] : {product_case{5, 7, 9}, product_case{17, 13, 29}, product_case{128, 64, 256}})
+  const product_case cases[] = {{5, 7, 9}, {17, 13, 29}, {128, 64, 256}, {1, 40, 33}, {40, 1, 33}, {1, 1, 64}};
+  for (const auto& [m, n, k] : cases)
     for (const bool a_transposed : {false, true})
-      for (const bool b_transposed : {false, true}) {
-        const auto a = random_values<float>(m * k, random);
-        const auto b = random_values<float>(k * n, random);
-        const Eigen::Map<const matrix> a_map(a.data(), a_transposed ? k : m, a_transposed ? m : k);
-        const Eigen::Map<const matrix> b_map(b.data(), b_transposed ? n : k, b_transposed ? k : n);
-        matrix eigen(m, n);
-        if (!a_transposed && !b_transposed) eigen.noalias() = a_map * b_map;
-        else if (!a_transposed) eigen.noalias() = a_map * b_map.transpose();
-        else if (!b_transposed) eigen.noalias() = a_map.transpose() * b_map;
-        else eigen.noalias() = a_map.transpose() * b_map.transpose();
-        matrix ours(m, n);
-        attn::cpu_backend::gemm(ours.data(), a.data(), a_transposed, b.data(), b_transposed, m, n, k);
-        CAPTURE(m);
-        CAPTURE(a_transposed);
-        CAPTURE(b_transposed);
-        CHECK(ours == eigen);
-      }
+      for (const bool b_transposed : {false, true})
+        for (const bool accumulate : {false, true}) {
+          if (m == 1 && n == 1 && (a_transposed || !b_transposed)) continue;  // Eigen summed a strided dot in order
+          const auto a = random_values<T>(m * k, random);
+          const auto b = random_values<T>(k * n, random);
+          const Eigen::Map<const matrix> a_map(a.data(), a_transposed ? k : m, a_transposed ? m : k);
+          const Eigen::Map<const matrix> b_map(b.data(), b_transposed ? n : k, b_transposed ? k : n);
+          const matrix start = Eigen::Map<const matrix>(random_values<T>(m * n, random).data(), m, n);
+          matrix eigen = start;
+          if (!accumulate) eigen.setConstant(std::numeric_limits<T>::quiet_NaN());
+          const auto product = [&](auto&& lhs, auto&& rhs) {
+            if (accumulate) eigen.noalias() += lhs * rhs;
+            else eigen.noalias() = lhs * rhs;
+          };
+          if (!a_transposed && !b_transposed) product(a_map, b_map);
+          else if (!a_transposed) product(a_map, b_map.transpose());
+          else if (!b_transposed) product(a_map.transpose(), b_map);
+          else product(a_map.transpose(), b_map.transpose());
+          matrix ours = start;
+          attn::cpu_backend::gemm(ours.data(), a.data(), a_transposed, b.data(), b_transposed, m, n, k, T(1),
+                                  accumulate ? T(1) : T(0));
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(a_transposed);
+          CAPTURE(b_transposed);
+          CAPTURE(accumulate);
+          CHECK(ours == eigen);
+        }
 }
 
 TEST_CASE("cpu::gemm: a side longer than BLAS counts is refused, not wrapped around") {

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <attn/grad.hpp>
@@ -42,19 +44,40 @@ TEST_CASE("grad: a step may hold what cannot be copied, and lets go of it once i
   grad::tape tape;
   int runs = 0;
   const auto held = std::make_shared<int>(7);
-  tape.record([&runs, kept = std::make_unique<std::shared_ptr<int>>(held)] { runs += **kept; });
-  tape.record([&runs, kept = std::make_unique<std::shared_ptr<int>>(held)] { runs += 10 * **kept; });
-  CHECK(held.use_count() == 3);
   std::vector<long> held_during;
-  tape.record([&] { held_during.push_back(held.use_count()); });  // runs first
-  tape.replay([](const void*) {});
+  tape.record([&, kept = std::make_unique<std::shared_ptr<int>>(held)] {  // runs last
+    held_during.push_back(held.use_count());  // itself and `held`: the step below is gone
+    runs += **kept;
+  });
+  tape.record([&, kept = std::make_unique<std::shared_ptr<int>>(held)] {  // runs first
+    held_during.push_back(held.use_count());  // both steps and `held`
+    runs += 10 * **kept;
+  });
+  CHECK(held.use_count() == 3);
+  tape.replay();
   CHECK(runs == 77);
-  CHECK(held_during == std::vector<long>{3});
-  CHECK(held.use_count() == 1);  // both closures destroyed
+  CHECK(held_during == std::vector<long>{3, 2});
+  CHECK(held.use_count() == 1);
   tape.record([kept = std::make_unique<std::shared_ptr<int>>(held)] { FAIL("a cleared step ran"); });
   CHECK(held.use_count() == 2);
   tape.clear();
   CHECK(held.use_count() == 1);
+}
+
+TEST_CASE("grad: a backward step is moved, never copied, and refuses to run once emptied") {
+  static_assert(!std::is_copy_constructible_v<grad::backward_step>);
+  static_assert(std::is_nothrow_move_constructible_v<grad::backward_step>);
+  int runs = 0;
+  grad::backward_step step([&] { ++runs; });
+  grad::backward_step moved(std::move(step));
+  moved();
+  CHECK(runs == 1);
+  CHECK_THROWS_AS(step(), std::logic_error);  // moved from
+  moved.reset();
+  CHECK_THROWS_WITH_AS(moved(), doctest::Contains("ran after it was run or cleared"), std::logic_error);
+  step = grad::backward_step([&] { runs += 10; });
+  step();
+  CHECK(runs == 11);
 }
 
 TEST_CASE("grad: a parameter read twice through cast is complete only after both reads' steps") {
