@@ -225,6 +225,10 @@ def main():
     args.lengths = [int(n) for n in args.lengths.split(",")]
     args.flex_lengths = [int(n) for n in args.flex_lengths.split(",") if n]
     args.types = args.types.split(",")
+    if unused := [n for n in args.flex_lengths if n not in args.lengths]:
+        # FlexAttention runs only at lengths that are timed at all (it did not, unnoticed, on 2026-11-28).
+        print(f"attention_vs_torch: --flex-lengths {','.join(map(str, unused))} not among --lengths "
+              f"{','.join(map(str, args.lengths))}: FlexAttention is not timed there", file=sys.stderr)
     import torch
     if not torch.cuda.is_available():
         print("attention_vs_torch: no CUDA device for PyTorch", file=sys.stderr)
