@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -57,6 +58,23 @@ attn::tensor<T, S, attn::cuda> random_device(attn::index_t a, attn::index_t b, u
   const auto values = random_host<T>(static_cast<std::size_t>(host.size()), seed);
   std::copy(values.begin(), values.end(), host.data());
   return attn::to_device<attn::cuda>(host);
+}
+
+/// Keeps the GPU busy for `seconds` (writing 1 GiB over and over) before a program's first
+/// timing. An idle GPU runs at its lowest clock (345 MHz on the H100 of 2026-11-28), and kernels
+/// of microseconds timed one at a time between host waits may not raise it. The suspected cause
+/// of primitives_gpu's first case taking 108 µs where three times its rows took 18 (benchmarks.md,
+/// "GPU: the fourth run"); not yet confirmed on a GPU.
+inline void spin_up_clocks(double seconds = 0.5) {
+  constexpr std::size_t bytes = std::size_t{1} << 30;
+  void* buffer = nullptr;
+  ATTN_CUDA_CHECK(cudaMalloc(&buffer, bytes));
+  const auto start = std::chrono::steady_clock::now();
+  for (int pass = 0; std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds; ++pass) {
+    for (int i = 0; i < 16; ++i) ATTN_CUDA_CHECK(cudaMemsetAsync(buffer, pass & 0xff, bytes));
+    ATTN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  ATTN_CUDA_CHECK(cudaFree(buffer));
 }
 
 /// Median milliseconds of `run` over `repeat` timed runs after two warm-up runs.

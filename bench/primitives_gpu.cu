@@ -1,5 +1,6 @@
 // Memory-bound kernels of a training step on the GPU, each timed alone with CUDA events (the
-// median of --repeat runs after two warm-up runs), at a batch's sizes:
+// median of --repeat runs after two warm-up runs, the GPU kept busy for half a second before
+// the first), at a batch's sizes:
 // - a bias's gradient, Σ dy over the rows of [rows, width] (grad::linear, 96 of them in a base
 //   step): one thread a column, as every column ran until 2026-11-27
 //   (reduce_kernels::columns_kernel), and now (attn::sum, cut into chunks by reduce.cuh);
@@ -252,6 +253,7 @@ int main(int argc, char** argv) {
   try {
     const options o = parse(argc, argv);
     if (!attn_bench::have_device("primitives_gpu")) return 77;
+    attn_bench::spin_up_clocks();
     for (const auto& type : o.types) {
       if (type == "bf16") all<bfloat16>(o, type);
       else if (type == "fp32") all<float>(o, type);
