@@ -23,8 +23,8 @@
 // per-chunk checks: from a half to a third of the instructions a tile (docs/benchmarks.md).
 // Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
 // 2026-11-26, in a second run): on by default (`enabled`). The unmasked loops, the rows' counts,
-// whole-tile staging, fast_exp2 and the forward's 32 queries a warp (2026-11-26, a seventh
-// session) have run on the emulator only.
+// whole-tile staging and fast_exp2 (2026-11-26, a seventh session) passed on an H100 on
+// 2026-11-28.
 #pragma once
 
 #include <attn/core.hpp>
@@ -301,20 +301,19 @@ struct key_value_tiles {
 template <int D>
 inline constexpr int key_value_tiles_bytes = 4 * tile_rows * stride<D> * 2;
 
-/// Blocks of 16 queries a warp of the forward takes: two at D = 64 without a modification, so
-/// that each key and value fragment loaded from shared memory feeds two products, and a tile's
-/// staging and bookkeeping serve twice the products (FlashAttention-2's 128-query blocks at 4
-/// warps); one at D = 128, whose accumulators leave no registers for a second; under a
-/// modification, whose out-of-line call a score would keep both blocks' registers live across
-/// it; and at D = 32, which fits four blocks of one a multiprocessor (117 registers) and two of
-/// two (188): a trade no GPU has timed yet. -DATTN_FUSED_FORWARD_ONE_ROW_BLOCK builds one
-/// everywhere, to compare.
+/// Blocks of 16 queries a warp of the forward takes: one. Two at D = 64 without a modification
+/// (FlashAttention-2's 128-query blocks at 4 warps: each key and value fragment loaded from
+/// shared memory feeds two products) issue fewer instructions a product, but on an H100 they ran
+/// 9-12 % slower at 512 tokens, 3 % at 2048, and within the run-to-run spread (2 %) at 8192 and
+/// 16384 (docs/benchmarks.md, "GPU: the fourth run"): two blocks a multiprocessor instead of
+/// three. -DATTN_FUSED_FORWARD_TWO_ROW_BLOCKS builds them, to compare (bench/attention_gpu_two_row_blocks;
+/// they passed the gpu suite as the default of commit fabef03).
 template <int D, class M>
 inline constexpr int forward_row_blocks =
-#if defined(ATTN_FUSED_FORWARD_ONE_ROW_BLOCK)
-    1;
-#else
+#if defined(ATTN_FUSED_FORWARD_TWO_ROW_BLOCKS)
     D == 64 && !M::modifies ? 2 : 1;
+#else
+    1;
 #endif
 
 /// Queries a block of the forward takes.
