@@ -1,22 +1,21 @@
 #!/usr/bin/env bash
 # Packs what a CUDA build made for a GPU machine that should not have to compile: the gpu suite's
-# executables, attn-train, attn-translate, bench/attention_gpu and bench/primitives_gpu (and
-# attention_gpu_two_row_blocks where built), and the shared libraries they need that such a
-# machine lacks (OpenBLAS, oneDNN, SentencePiece, Open MPI's, gfortran's), into one compressed file.
+# executables, attn-train, attn-translate, bench/attention_gpu and bench/primitives_gpu, and
+# the shared libraries they need that such a machine lacks (OpenBLAS, oneDNN, SentencePiece,
+# Open MPI's, gfortran's), into one compressed file.
 # There, `ATTN_GPU_PREBUILT=FILE scripts/gpu.sh` unpacks it and runs the suite and the
 # benchmarks without configuring or compiling. The CUDA run-time, cuBLAS and NCCL are left
 # out: the GPU machine's toolkit or PyTorch's wheels have them (gpu.sh finds them).
 # Build first, with the presets the benchmarks need (meson configure BUILD -Dexample_models=tiny,base,big)
 # and attention_gpu and primitives_gpu, which are built on demand (ninja -C BUILD
-# bench/attention_gpu bench/primitives_gpu; the same for bench/attention_gpu_two_row_blocks, the
-# tensor-core forward's former layout, to compare).
+# bench/attention_gpu bench/primitives_gpu).
 #
 #   scripts/gpu-bundle.sh [BUILD [FILE]]   BUILD defaults to build/, FILE to build-bundle/gpu.tar.xz
 #   ATTN_BUNDLE_PROGRAMS=0                 the gpu tests alone (gpu.sh then skips the programs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 build=${1:-build}
@@ -25,8 +24,6 @@ file=${2:-build-bundle/gpu.tar.xz}
   || { echo "gpu-bundle: $build has no CUDA build of the gpu tests (ninja -C $build)" >&2; exit 1; }
 programs=("$build"/examples/attn-train "$build"/examples/attn-translate "$build"/bench/attention_gpu
   "$build"/bench/primitives_gpu)
-# attention_gpu_two_row_blocks (the forward's former layout, on demand too) comes along where built.
-[[ -f $build/bench/attention_gpu_two_row_blocks ]] && programs+=("$build"/bench/attention_gpu_two_row_blocks)
 [[ ${ATTN_BUNDLE_PROGRAMS:-1} == 0 ]] && programs=()  # the gpu tests alone
 # Meson 1.0 (Debian 12's) gives nvcc no dependency file to write: a CUDA object is not rebuilt
 # when only a header it includes changed. Refuse objects older than the newest header, and
@@ -43,8 +40,7 @@ done
 if [[ -n $stale ]]; then
   echo "gpu-bundle: these CUDA objects or programs are older than $newest, and Meson does not rebuild them for a header:" >&2
   echo "$stale" >&2
-  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu bench/primitives_gpu" \
-    "(and bench/attention_gpu_two_row_blocks, or delete it)" >&2
+  echo "rebuild them: find $build -name '*.cu.o' -delete && ninja -C $build && ninja -C $build bench/attention_gpu bench/primitives_gpu" >&2
   exit 1
 fi
 option() {  # option <name>: the build's value of a Meson option

@@ -17,8 +17,6 @@
 #   ATTN_GPU_BENCH=0 scripts/gpu.sh     build and test only
 #   ATTN_GPU_BENCH=attention,train,nccl,decode,primitives   those benchmarks only (default all;
 #                                       primitives: bench/primitives_gpu, a step's memory-bound kernels)
-#   ATTN_GPU_BENCH=...,layouts          also the tensor-core forward at 16 queries a warp against
-#                                       32 at d = 64 (attention_gpu_two_row_blocks); not in all
 #   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train base bf16
 #                                       under Nsight Compute (bench/kernel_times.py); not in all
 #   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone)
@@ -32,7 +30,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -65,7 +63,6 @@ if [[ -n $prebuilt ]]; then
   attn_train=$bin/attn-train
   attn_translate=$bin/attn-translate
   attention_gpu=$bin/attention_gpu
-  attention_gpu_two_row_blocks=$bin/attention_gpu_two_row_blocks
   primitives_gpu=$bin/primitives_gpu
   if [[ ! -x $attn_train ]]; then  # a bundle of the gpu tests alone
     echo "the bundle has no attn-train: programs_test and the benchmarks are left out"
@@ -105,7 +102,6 @@ else
   attn_train=$out/examples/attn-train
   attn_translate=$out/examples/attn-translate
   attention_gpu=$out/bench/attention_gpu
-  attention_gpu_two_row_blocks=$out/bench/attention_gpu_two_row_blocks
   primitives_gpu=$out/bench/primitives_gpu
 fi
 mkdir -p "$report"
@@ -136,9 +132,6 @@ if [[ -z $prebuilt ]]; then
   meson compile -C "$out" 2>&1 | tail -n 30
   [[ ${PIPESTATUS[0]} -eq 0 ]] || die "compile failed"
   meson compile -C "$out" attention_gpu primitives_gpu 2>&1 | tail -n 30  # built on demand only
-  if [[ ,${ATTN_GPU_BENCH:-}, == *,layouts,* ]]; then
-    meson compile -C "$out" attention_gpu_two_row_blocks 2>&1 | tail -n 30
-  fi
   compile_seconds=$((SECONDS - start))
   for t in "$out"/tests/gpu/gpu_*; do [[ -x $t && ! -d $t ]] && gpu_tests+=("$t"); done
 fi
@@ -252,25 +245,6 @@ if wants primitives; then
     fi
   else
     echo "skipped: no $primitives_gpu (meson compile -C BUILD primitives_gpu)"
-  fi
-fi
-
-if [[ ,$benchmarks, == *,layouts,* ]]; then
-  heading "benchmark: the tensor-core forward, 16 queries a warp (attention_gpu) against 32 at d = 64 (attention_gpu_two_row_blocks)"
-  if [[ -x $attention_gpu && -x $attention_gpu_two_row_blocks ]]; then
-    for program in "$attention_gpu" "$attention_gpu_two_row_blocks"; do
-      echo "--- $(basename "$program"): impl, d, causal, n, TFLOP/s forward / forward + backward"
-      "$program" --lengths 512,2048,8192,16384 --types bf16 --repeat 5 --cuda-cores-max 0 --unfused-max 0 2>&1 \
-        | tee -a "$report/layouts.txt" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    if not line.startswith("{"): print(line, end=""); continue
-    m = json.loads(line)
-    print(m["impl"], m["d"], "causal" if m["causal"] else "-", m["n"], m["forward_tflops"], "/", m["forward_backward_tflops"])'
-    done
-    bench_lines+=("layouts: $report/layouts.txt")
-  else
-    echo "skipped: no $attention_gpu_two_row_blocks (meson compile -C BUILD attention_gpu_two_row_blocks)"
   fi
 fi
 

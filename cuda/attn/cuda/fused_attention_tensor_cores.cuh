@@ -1,8 +1,7 @@
 // Fused attention on tensor cores, bfloat16 and float16 (FlashAttention-2's schedule, our
 // masks): the same algorithm as fused_attention.cuh's CUDA-core kernels, which keep float and
 // double, with the products on mma.sync (mma.cuh) and float accumulation.
-//   forward    a block a (sentence, head, 128 queries), a warp 32 of them as two blocks of 16
-//              rows (64 queries, 16 a warp, at D = 32 and 128 or under a modification): their queries as A
+//   forward    a block a (sentence, head, 64 queries), a warp 16 of them: their queries as A
 //              fragments, S = Q·Kᵀ and O += P·V a 64-key tile at a time, the online softmax on
 //              S's accumulators, P (the weights, rounded to T) fed to the second product from
 //              registers. Saves the rows' log-sum-exp.
@@ -302,19 +301,13 @@ template <int D>
 inline constexpr int key_value_tiles_bytes = 4 * tile_rows * stride<D> * 2;
 
 /// Blocks of 16 queries a warp of the forward takes: one. Two at D = 64 without a modification
-/// (FlashAttention-2's 128-query blocks at 4 warps: each key and value fragment loaded from
-/// shared memory feeds two products) issue fewer instructions a product, but on an H100 they ran
-/// 9-12 % slower at 512 tokens, 3 % at 2048, and within the run-to-run spread (2 %) at 8192 and
-/// 16384 (docs/benchmarks.md, "GPU: the fourth run"): two blocks a multiprocessor instead of
-/// three. -DATTN_FUSED_FORWARD_TWO_ROW_BLOCKS builds them, to compare (bench/attention_gpu_two_row_blocks;
-/// they passed the gpu suite as the default of commit fabef03).
+/// (FlashAttention-2's 128-query blocks at 4 warps, each key and value fragment loaded from
+/// shared memory feeding two products; from 2026-11-26's seventh session to commit fabef03)
+/// issued fewer instructions a product, but on an H100 the forward ran 9-12 % slower with them at
+/// 512 tokens, 3 % at 2048, and no faster beyond the run-to-run spread at 8192 and 16384
+/// (docs/benchmarks.md, "GPU: the fourth run"). The kernel keeps R general.
 template <int D, class M>
-inline constexpr int forward_row_blocks =
-#if defined(ATTN_FUSED_FORWARD_TWO_ROW_BLOCKS)
-    D == 64 && !M::modifies ? 2 : 1;
-#else
-    1;
-#endif
+inline constexpr int forward_row_blocks = 1;
 
 /// Queries a block of the forward takes.
 template <int D, class M>
