@@ -63,8 +63,8 @@ attn::tensor<T, S, attn::cuda> random_device(attn::index_t a, attn::index_t b, u
 /// Keeps the GPU busy for `seconds` (writing 1 GiB over and over) before a program's first
 /// timing. An idle GPU runs at its lowest clock (345 MHz on the H100 of 2026-11-28), and kernels
 /// of microseconds timed one at a time between host waits may not raise it. The suspected cause
-/// of primitives_gpu's first case taking 108 µs where three times its rows took 18 (benchmarks.md,
-/// "GPU: the fourth run"); not yet confirmed on a GPU.
+/// of primitives_gpu's second case (bf16 column sums at 8000 x 512) taking 108 µs where three
+/// times its rows took 18 (benchmarks.md, "GPU: the fourth run"); not yet confirmed on a GPU.
 inline void spin_up_clocks(double seconds = 0.5) {
   constexpr std::size_t bytes = std::size_t{1} << 30;
   void* buffer = nullptr;
