@@ -192,12 +192,11 @@ __device__ inline bool unmasked(const fused_attention_problem& p, index_t first_
          (!p.causal || key + tile_rows - 1 <= p.first_query + first_query);
 }
 
-/// scores[r] += A[r]·Xᵀ for R blocks of 16 of the warp's rows (`scores` and `a` point to R of
-/// each; one block: the address of a single one): A[r] as D / 16 fragments, X the staged tile of
-/// tile_rows rows (X's rows are the product's columns: keys against queries, or the reverse).
-/// Each pair of X's fragments is loaded once for the R blocks.
-template <class T, int D, int R = 1>
-__device__ inline void multiply_add_by_rows(float (*scores)[tile_rows / 8][4], const mma::fragment_a (*a)[D / 16],
+/// scores += A·Xᵀ for the warp's 16 rows: A as D / 16 fragments, X the staged tile of tile_rows
+/// rows (X's rows are the product's columns: keys against queries, or the reverse), its
+/// fragments loaded two at a time.
+template <class T, int D>
+__device__ inline void multiply_add_by_rows(float (&scores)[tile_rows / 8][4], const mma::fragment_a (&a)[D / 16],
                                             const std::uint16_t* x) {
 #pragma unroll
   for (int c = 0; c < D / 16; ++c)
@@ -205,34 +204,27 @@ __device__ inline void multiply_add_by_rows(float (*scores)[tile_rows / 8][4], c
     for (int n = 0; n < tile_rows / 8; n += 2) {
       mma::fragment_b block, next;
       mma::load_b_pair_from_rows(block, next, x + n * 8 * stride<D> + c * 16, stride<D>);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        mma::multiply_add<T>(scores[r][n], a[r][c], block);
-        mma::multiply_add<T>(scores[r][n + 1], a[r][c], next);
-      }
+      mma::multiply_add<T>(scores[n], a[c], block);
+      mma::multiply_add<T>(scores[n + 1], a[c], next);
     }
 }
 
-/// acc[r] += W[r]·X for R blocks of 16 of the warp's rows (pointers as above): W[r] the 16 ×
-/// tile_rows accumulators of an earlier product (weights or score gradients), rounded to T as A
-/// fragments, X the staged tile (tile_rows × D), each pair of its fragments loaded once.
-template <class T, int D, int R = 1>
-__device__ inline void multiply_add_tile(float (*acc)[D / 8][4], const float (*w)[tile_rows / 8][4],
+/// acc += W·X for the warp's 16 rows: W the 16 × tile_rows accumulators of an earlier product
+/// (weights or score gradients), rounded to T as A fragments, X the staged tile (tile_rows × D),
+/// its fragments loaded two at a time.
+template <class T, int D>
+__device__ inline void multiply_add_tile(float (&acc)[D / 8][4], const float (&w)[tile_rows / 8][4],
                                          const std::uint16_t* x) {
 #pragma unroll
   for (int c = 0; c < tile_rows / 16; ++c) {
-    mma::fragment_a a[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) mma::to_a<T>(a[r], w[r][2 * c], w[r][2 * c + 1]);
+    mma::fragment_a a;
+    mma::to_a<T>(a, w[2 * c], w[2 * c + 1]);
 #pragma unroll
     for (int d = 0; d < D / 8; d += 2) {
       mma::fragment_b left, right;
       mma::load_b_transposed(left, right, x + c * 16 * stride<D> + d * 8, stride<D>);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        mma::multiply_add<T>(acc[r][d], a[r], left);
-        mma::multiply_add<T>(acc[r][d + 1], a[r], right);
-      }
+      mma::multiply_add<T>(acc[d], a, left);
+      mma::multiply_add<T>(acc[d + 1], a, right);
     }
   }
 }
@@ -300,25 +292,19 @@ struct key_value_tiles {
 template <int D>
 inline constexpr int key_value_tiles_bytes = 4 * tile_rows * stride<D> * 2;
 
-/// Blocks of 16 queries a warp of the forward takes: one. Two at D = 64 without a modification
-/// (FlashAttention-2's 128-query blocks at 4 warps, each key and value fragment loaded from
-/// shared memory feeding two products; from 2026-11-26's seventh session to commit fabef03)
-/// issued fewer instructions a product, but on an H100 the forward ran 9-12 % slower with them at
-/// 512 tokens, 3 % at 2048, and no faster beyond the run-to-run spread at 8192 and 16384
-/// (docs/benchmarks.md, "GPU: the fourth run"). The kernel keeps R general.
+/// Queries a block of the forward takes: 16 a warp. 32 a warp at D = 64 without a modification
+/// (FlashAttention-2's 128-query blocks at 4 warps, each key and value fragment loaded from shared
+/// memory feeding two products; from 2026-11-26's seventh session to commit fabef03) issued fewer
+/// instructions a product, but on an H100 the forward ran 9-12 % slower with them at 512 tokens,
+/// 3 % at 2048, and no faster beyond the run-to-run spread at 8192 and 16384 (docs/benchmarks.md,
+/// "GPU: the fourth run").
 template <int D, class M>
-inline constexpr int forward_row_blocks = 1;
+inline constexpr int forward_block_rows = 16 * warps;
 
-/// Queries a block of the forward takes.
-template <int D, class M>
-inline constexpr int forward_block_rows = 16 * forward_row_blocks<D, M> * warps;
-
-/// Blocks a multiprocessor the forward is compiled for. With one block of rows a warp, three cap
-/// its registers at 168 (180 unbounded at D = 128, which allows two; a few spill): 1.2 times the
-/// speed at D = 128 on an H200 (docs/benchmarks.md, "GPU: the third run"), the same at 32 and 64,
-/// which fit three anyway. With two, their scores and accumulators take twice the registers: two.
-template <int D, class M>
-inline constexpr int forward_blocks_a_multiprocessor = forward_row_blocks<D, M> == 1 ? 3 : 2;
+/// Blocks a multiprocessor the forward is compiled for: three cap its registers at 168 (180
+/// unbounded at D = 128, which allows two; a few spill): 1.2 times the speed at D = 128 on an H200
+/// (docs/benchmarks.md, "GPU: the third run"), the same at 32 and 64, which fit three anyway.
+inline constexpr int forward_blocks_a_multiprocessor = 3;
 
 /// One step of the online softmax for the lane's two rows of a block of 16: `scores` (times
 /// log2 e, −∞ where hidden) become the weights against the rows' new maxima, and `acc` and the
@@ -352,19 +338,16 @@ __device__ inline void online_softmax(float (&scores)[tile_rows / 8][4], float (
 }
 
 template <int D, class T, class Rule, class M>
-__global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor<D, M>)
+__global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out, float* log_sum_exp,
             Rule rule, M modification) {
-  constexpr int S = stride<D>, tile = tile_rows * S, R = forward_row_blocks<D, M>;
-  constexpr int block_rows = forward_block_rows<D, M>, warp_rows = 16 * R;
+  constexpr int S = stride<D>, tile = tile_rows * S, block_rows = forward_block_rows<D, M>;
   static_assert(block_rows <= 2 * tile_rows, "the block's queries are staged in the second tiles' place");
   std::uint16_t* const staged = dynamic_shared_memory<std::uint16_t>();  // [2][keys, values][tile]
   const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
-  const index_t warp_first = first + warp * warp_rows;  // the warp's queries: R blocks of 16 from here
-  index_t rows[R][2];                                   // the lane's queries: two of each block
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows[r][0] = warp_first + r * 16 + g, rows[r][1] = warp_first + r * 16 + g + 8;
+  const index_t warp_first = first + warp * 16;  // the warp's 16 queries from here
+  const index_t rows[2] = {warp_first + g, warp_first + g + 8};  // the lane's two of them
   const kernels::heads_of at(p, b, h);
   const index_t key_end = kernels::key_end_of(p, b);
   const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
@@ -377,7 +360,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor<D,
   if (block_keys.begin < block_keys.end) tiles.prefetch(block_keys.begin);
 
   // The warp's queries, as A fragments of D / 16 column blocks, through shared memory.
-  mma::fragment_a query[R][D / 16];
+  mma::fragment_a query[D / 16];
   std::uint16_t* const block_queries = staged + 2 * tile;  // the second buffer, until the first prefetch
 #pragma unroll
   for (int part = 0; part < block_rows / tile_rows; ++part) {
@@ -387,81 +370,68 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor<D,
   }
   __syncthreads();
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int c = 0; c < D / 16; ++c)
-      mma::load_a(query[r][c], block_queries + (warp * warp_rows + r * 16) * S + c * 16, S);
+  for (int c = 0; c < D / 16; ++c) mma::load_a(query[c], block_queries + warp * 16 * S + c * 16, S);
 
-  float acc[R][D / 8][4] = {};
-  float running_max[R][2], running_sum[R][2];  // of scores times log2 e, so that exp2 serves; the lane's share
-#pragma unroll
-  for (int r = 0; r < R; ++r) running_max[r][0] = running_max[r][1] = -INFINITY, running_sum[r][0] = running_sum[r][1] = 0;
+  float acc[D / 8][4] = {};
+  // Of scores times log2 e, so that exp2 serves; the lane's share.
+  float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0, 0};
   const float scale = float(p.scale);
   for (index_t key = block_keys.begin; key < block_keys.end; key += tile_rows) {
     const std::uint16_t* const keys = tiles.wait_for(key);
     const std::uint16_t* const values = keys + tile;
 
-    float scores[R][tile_rows / 8][4] = {};
-    multiply_add_by_rows<T, D, R>(scores, query, keys);
+    float scores[tile_rows / 8][4] = {};
+    multiply_add_by_rows<T, D>(scores, query, keys);
 
+    // The scores times log2 e, -∞ where hidden: checked pair by pair only on tiles that a mask
+    // can touch. A check or a branch a score, on tiles none can, had cost the forward as many
+    // instructions as its products (sm_90 SASS; docs/fused-attention.md).
+    if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule)) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      // The scores times log2 e, -∞ where hidden: checked pair by pair only on tiles that a mask
-      // can touch. A check or a branch a score, on tiles none can, had cost the forward as many
-      // instructions as its products (sm_90 SASS; docs/fused-attention.md).
-      const index_t block_first = warp_first + r * 16;
-      if (unmasked(p, block_first, block_first + 15, key, key_end, bias, rule)) {
+      for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-        for (int n = 0; n < tile_rows / 8; ++n)
+        for (int e = 0; e < 4; ++e)
+          scores[n][e] = log2_score(modification, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, scores[n][e], scale);
+    } else {
+      // Padding and the causal rule end a row: a column compared with the row's count; a rule
+      // and a bias asked pair by pair.
+      const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
+                           kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            scores[r][n][e] =
-                log2_score(modification, b, h, rows[r][e / 2], key + n * 8 + 2 * t + e % 2, scores[r][n][e], scale);
-      } else {
-        // Padding and the causal rule end a row: a column compared with the row's count; a rule
-        // and a bias asked pair by pair.
-        const int seen[2] = {kernels::keys_before_row_end(p, rows[r][0], key, key_end, tile_rows),
-                             kernels::keys_before_row_end(p, rows[r][1], key, key_end, tile_rows)};
+      for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-        for (int n = 0; n < tile_rows / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int column = n * 8 + 2 * t + e % 2;
-            const index_t i = rows[r][e / 2], j = key + column;
-            float s = -INFINITY;
-            if (column < seen[e / 2] && kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) {
-              s = log2_score(modification, b, h, i, j, scores[r][n][e], scale);
-              if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * log2_e;
-            }
-            scores[r][n][e] = s;
+        for (int e = 0; e < 4; ++e) {
+          const int column = n * 8 + 2 * t + e % 2;
+          const index_t i = rows[e / 2], j = key + column;
+          float s = -INFINITY;
+          if (column < seen[e / 2] && kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) {
+            s = log2_score(modification, b, h, i, j, scores[n][e], scale);
+            if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * log2_e;
           }
-      }
-      online_softmax<D>(scores[r], acc[r], running_max[r], running_sum[r]);
-      // After the sums: dropout acts on softmax's output, whose normaliser counts every weight.
-      if (p.dropout > 0) {
+          scores[n][e] = s;
+        }
+    }
+    online_softmax<D>(scores, acc, running_max, running_sum);
+    // After the sums: dropout acts on softmax's output, whose normaliser counts every weight.
+    if (p.dropout > 0) {
 #pragma unroll
-        for (int n = 0; n < tile_rows / 8; ++n)
+      for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            scores[r][n][e] *= dropout_factor(p, b, h, rows[r][e / 2], key + n * 8 + 2 * t + e % 2);
-      }
+        for (int e = 0; e < 4; ++e) scores[n][e] *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);
     }
 
-    multiply_add_tile<T, D, R>(acc, scores, values);  // O += P·V
+    multiply_add_tile<T, D>(acc, scores, values);  // O += P·V
   }
 
+  float inverse_sum[2];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float inverse_sum[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float sum = group_sum(running_sum[r][half]);
-      inverse_sum[half] = sum > 0 ? 1 / sum : 0.f;  // 0: a row with no visible key
-      if (t == 0 && rows[r][half] < p.queries)
-        log_sum_exp[at.query_row + rows[r][half]] = sum > 0 ? (running_max[r][half] + log2f(sum)) * ln_2 : -INFINITY;
-    }
-    store_rows<T, D>(out, at.query_row, p.d_v, acc[r], rows[r], p.queries, inverse_sum);
+  for (int half = 0; half < 2; ++half) {
+    const float sum = group_sum(running_sum[half]);
+    inverse_sum[half] = sum > 0 ? 1 / sum : 0.f;  // 0: a row with no visible key
+    if (t == 0 && rows[half] < p.queries)
+      log_sum_exp[at.query_row + rows[half]] = sum > 0 ? (running_max[half] + log2f(sum)) * ln_2 : -INFINITY;
   }
+  store_rows<T, D>(out, at.query_row, p.d_v, acc, rows, p.queries, inverse_sum);
 }
 
 /// The weight P (dropped out) and the score gradient dS of a pair of query i and key j.
@@ -656,8 +626,8 @@ __global__ void __launch_bounds__(warps * 32)
                            dot, nullptr);
       });
     }
-    multiply_add_tile<T, D>(&dv, &scores, d_outs);      // dV += Pᵀ·dO
-    multiply_add_tile<T, D>(&dk, &d_weights, queries);  // dK += dSᵀ·Q
+    multiply_add_tile<T, D>(dv, scores, d_outs);      // dV += Pᵀ·dO
+    multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
   }
   const float unscaled[2] = {1, 1};
   store_rows<T, D>(d_k, kv_row, p.d_k, dk, rows, p.keys, unscaled);
@@ -724,8 +694,8 @@ __global__ void __launch_bounds__(warps * 32)
     const std::uint16_t* const values = keys + tile;
 
     float scores[tile_rows / 8][4] = {}, d_weights[tile_rows / 8][4] = {};
-    multiply_add_by_rows<T, D>(&scores, &query, keys);          // S = Q·Kᵀ
-    multiply_add_by_rows<T, D>(&d_weights, &d_output, values);  // dP = dO·Vᵀ
+    multiply_add_by_rows<T, D>(scores, query, keys);          // S = Q·Kᵀ
+    multiply_add_by_rows<T, D>(d_weights, d_output, values);  // dP = dO·Vᵀ
     // scale · dS into scores; pair by pair checks only on tiles that a mask or dropout can touch.
     const auto each_pair = [&](auto gradient) {
 #pragma unroll
@@ -752,7 +722,7 @@ __global__ void __launch_bounds__(warps * 32)
                            d_weight, lse, dot, slot[r]);
       });
     }
-    multiply_add_tile<T, D>(&dq, &scores, keys);  // dQ += scale · dS·K
+    multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
   }
   const float unscaled[2] = {1, 1};
   store_rows<T, D>(d_q, at.query_row, p.d_k, dq, rows, p.queries, unscaled);
