@@ -119,12 +119,16 @@ __global__ void gather_rows(T* out, const T* table, index_t rows, index_t width,
 
 /// Columns a thread of scatter_add_sorted sums at once, in registers: 8 × 256 threads = 2 048.
 inline constexpr int scatter_columns_a_thread = 8;
+/// Rows of a run whose loads scatter_add_sorted has in flight at once. A row at a time, the
+/// embedding gradient of an 8 000-token batch took 1.9 ms on an H100 (2026-11-28, a synthetic
+/// corpus of 128 tokens: runs of hundreds of positions, each row one load latency).
+inline constexpr int scatter_rows_in_flight = 8;
 
 /// One block per run of equal ids in `sorted_ids` (sorted stably, so a run lists its positions
 /// in order): table[id, c] += rows_in[position, c] · scale, position after position, as the CPU.
 /// The run's positions are staged in shared memory a block's width at a time, and each thread
-/// keeps up to 8 columns' sums in registers: the loads of a row do not wait for the previous
-/// row's sums, only the additions keep their order. (A frequent token's run, the end of every
+/// keeps up to 8 columns' sums in registers: the loads of 8 rows are issued together, before
+/// their sums, and only the additions keep their order. (A frequent token's run, the end of every
 /// sentence, is thousands of positions.) blockDim.x is at most `block`.
 template <class T, class Id, class C = accumulate_t<T>>
 __global__ void __launch_bounds__(block)
@@ -169,7 +173,25 @@ __global__ void __launch_bounds__(block)
         if (at + threadIdx.x < end) staged[threadIdx.x] = positions[at + threadIdx.x];
         __syncthreads();
         const index_t rows = end - at < window ? end - at : window;
-        for (index_t k = 0; k < rows; ++k) {
+        index_t k = 0;
+        // A group of rows' loads issued before the group's first addition: a long run's time
+        // is then its rows' count over the group's size in load latencies, not one each.
+        for (; k + scatter_rows_in_flight <= rows; k += scatter_rows_in_flight) {
+          C loaded[scatter_rows_in_flight][scatter_columns_a_thread];
+#pragma unroll
+          for (int r = 0; r < scatter_rows_in_flight; ++r) {
+            const T* from = rows_in + staged[k + r] * width + column;
+#pragma unroll
+            for (int q = 0; q < scatter_columns_a_thread; ++q)
+              loaded[r][q] = column + q * window < width ? C(from[q * window]) : C(0);
+          }
+#pragma unroll
+          for (int r = 0; r < scatter_rows_in_flight; ++r)
+#pragma unroll
+            for (int q = 0; q < scatter_columns_a_thread; ++q)
+              if (column + q * window < width) sum[q] = add_rn(sum[q], mul_rn(loaded[r][q], scale));
+        }
+        for (; k < rows; ++k) {
           const T* from = rows_in + staged[k] * width + column;
 #pragma unroll
           for (int q = 0; q < scatter_columns_a_thread; ++q)
