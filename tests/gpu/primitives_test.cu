@@ -482,6 +482,22 @@ void adam_and_norms() {
   compare("scale " + type_name<T>(), download(on_device[1][1]),
           reference(extents<list>(sizes[1]), [&](auto i) { return double(T(double(host[1][1].data()[i[0]]) * 0.5)); }),
           0.0);
+
+  // The first moments filled, but for the first and last element of the long one (two chunks).
+  const auto before = download(on_device[2][1]);  // Adam's moments by now
+  std::vector<attn::flat_array<T>> filled;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    filled.push_back(i == 1 ? attn::flat_array<T>{on_device[2][i].data() + 1, sizes[i] - 2}
+                            : attn::flat_array<T>{on_device[2][i].data(), sizes[i]});
+  prims::fill(std::span<const attn::flat_array<T>>(filled), T(0.25));
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    compare("fill over arrays " + type_name<T>() + " (array " + std::to_string(i) + ")", download(on_device[2][i]),
+            reference(extents<list>(sizes[i]),
+                      [&](auto at) {
+                        const bool outside = i == 1 && (at[0] == 0 || at[0] == sizes[i] - 1);
+                        return outside ? double(before.data()[at[0]]) : 0.25;
+                      }),
+            0.0);
 }
 
 template <class T>

@@ -315,6 +315,17 @@ struct primitives<cuda> {
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
+  /// One launch for every array: zeroing a model's gradients took a launch a parameter (254 in a
+  /// base or big step, 2026-11-28's profile).
+  template <class T>
+  static void fill(std::span<const flat_array<T>> arrays, T value) {
+    const cuda_backend::detail::multi_tensor launch(arrays);
+    if (launch.blocks() == 0) return;
+    cuda_backend::primitive_kernels::fill_arrays<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
+        launch.arrays(), launch.chunks(), value);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
  private:
   static constexpr int block = cuda_backend::primitive_kernels::block;
   /// A block a row, rows spread over the resident blocks.

@@ -649,6 +649,13 @@ __global__ void scale(const flat_array<T>* arrays, const chunk* chunks, double f
 }
 
 template <class T>
+__global__ void fill_arrays(const flat_array<T>* arrays, const chunk* chunks, T value) {
+  const chunk piece = chunks[blockIdx.x];
+  T* data = arrays[piece.array].data;
+  for (index_t j = piece.begin + threadIdx.x; j < piece.end; j += blockDim.x) data[j] = value;
+}
+
+template <class T>
 __global__ void fill(T* data, index_t count, T value) {
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<index_t>(gridDim.x) * blockDim.x)

@@ -118,6 +118,8 @@ inline extent_error unknown_target(index_t classes, long long id, index_t positi
 ///       Adam's update of every tensor (one launch where the device allows it).
 ///   fill(data, count, value)
 ///       data[i] = value.
+///   fill(arrays, value)                                      arrays: host span
+///       x ← value for every element of every array (one launch where the device allows it).
 ///   sum_of_squares(arrays) → double                         arrays: host span
 ///       Σ x² over every element of every array, accumulated in double (NaN or ∞ when any is).
 ///   scale(arrays, factor)                                   arrays: host span

@@ -408,6 +408,11 @@ struct primitives<cpu> {
       for (index_t i = 0; i < a.size; ++i) a.data[i] = T(double(a.data[i]) * factor);
   }
 
+  template <class T>
+  static void fill(std::span<const flat_array<T>> arrays, T value) {
+    for (const auto& a : arrays) fill(a.data, a.size, value);
+  }
+
  private:
   /// y[i] = exp(y[i]), and their sum.
   template <class T>

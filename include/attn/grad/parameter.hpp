@@ -2,6 +2,7 @@
 // optimizers and checkpoints.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,12 @@ class parameter_list {
     return n;
   }
 
+  /// Every gradient set to zero, in one launch where the device allows it.
   void zero_grad() {
-    for (auto& r : refs_) primitives<Device>::fill(r.grad, r.size, T{0});
+    std::vector<flat_array<T>> gradients;
+    gradients.reserve(refs_.size());
+    for (const auto& r : refs_) gradients.push_back({r.grad, r.size});
+    primitives<Device>::fill(std::span<const flat_array<T>>(gradients), T{0});
   }
 
  private:

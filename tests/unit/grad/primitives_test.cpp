@@ -2,9 +2,12 @@
 // and their forward values against plain loops.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #include <attn/grad.hpp>
 #include <attn/train/loss.hpp>
@@ -340,6 +343,27 @@ TEST_CASE("grad: without a tape nothing is recorded; gradients accumulate over b
   grad::backward(tape, test::weighted_sum(&tape, grad::linear(&tape, x, w, bias), r));
   CHECK(tape.size() == 0);
   for (std::size_t i = 0; i < once.size(); ++i) CHECK(w.grad().data()[i] == doctest::Approx(2 * once[i]));
+}
+
+TEST_CASE("grad: parameter_list::zero_grad zeroes every element of every gradient; fill over arrays stays in them") {
+  grad::parameter<double, shape<D, F>> w;
+  grad::parameter<double, shape<F>> bias;
+  grad::parameter<double, shape<V, D>> table(extents<shape<V, D>>(7));
+  grad::parameter_list<double> list;
+  list.add("w", w);
+  list.add("bias", bias);
+  list.add("table", table);
+  for (auto& r : list) std::fill(r.grad, r.grad + r.size, 1.5);
+  list.zero_grad();
+  for (const auto& r : list) {
+    INFO(r.name);
+    CHECK(std::count(r.grad, r.grad + r.size, 0.0) == r.size);
+  }
+
+  std::vector<double> plain(9, -7.0);  // two arrays inside it, and what lies around them untouched
+  const std::vector<flat_array<double>> arrays{{plain.data() + 1, 3}, {plain.data() + 5, 2}};
+  primitives<cpu>::fill(std::span<const flat_array<double>>(arrays), 2.0);
+  CHECK(plain == std::vector<double>{-7, 2, 2, 2, -7, 2, 2, -7, -7});
 }
 
 TEST_CASE("grad: operations working under names of their own give the same bits under any naming, "
