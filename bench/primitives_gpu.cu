@@ -18,6 +18,7 @@
 // loss's logits and float probabilities, its backward pass's probabilities and gradient) over
 // the time: a rate to compare, not always the bytes moved.
 //   primitives_gpu [--rows 8000,25000] [--widths 512,2048] [--types bf16,fp32] [--repeat 20]
+//                  [--kernels bias,layer_norm,embedding,elementwise,loss]
 #include <attn/cuda/cuda.cuh>
 #include <attn/cuda/reduce_kernels.cuh>
 
@@ -55,6 +56,7 @@ struct options {
   std::vector<index_t> rows{8000, 25000};
   std::vector<index_t> widths{512, 2048};
   std::vector<std::string> types{"bf16", "fp32"};
+  std::vector<std::string> kernels{"bias", "layer_norm", "embedding", "elementwise", "loss"};
   index_t classes = 37000;
   int repeat = 20;
 };
@@ -86,6 +88,7 @@ options parse(int argc, char** argv) {
           "  --rows N,N,...     positions of a batch (default 8000,25000)\n"
           "  --widths N,N,...   the bias gradients' and elementwise kernels' widths (default 512,2048)\n"
           "  --types T,T        bf16, fp32 (default both)\n"
+          "  --kernels K,K,...  bias, layer_norm, embedding, elementwise, loss (default all)\n"
           "  --classes N        the loss's vocabulary (default 37000)\n"
           "  --repeat N         timed runs, after 2 warm-up runs (default 20)");
       std::exit(0);
@@ -95,10 +98,14 @@ options parse(int argc, char** argv) {
     if (flag == "--rows") o.rows = numbers(flag, value);
     else if (flag == "--widths") o.widths = numbers(flag, value);
     else if (flag == "--types") o.types = split(value);
+    else if (flag == "--kernels") o.kernels = split(value);
     else if (flag == "--classes") o.classes = std::max<index_t>(2, numbers(flag, value).front());
     else if (flag == "--repeat") o.repeat = int(std::min<index_t>(numbers(flag, value).front(), 100000));
     else throw std::invalid_argument("unknown option " + flag + " (--help)");
   }
+  for (const auto& k : o.kernels)
+    if (k != "bias" && k != "layer_norm" && k != "embedding" && k != "elementwise" && k != "loss")
+      throw std::invalid_argument("--kernels: bias, layer_norm, embedding, elementwise or loss, not " + k);
   return o;
 }
 
@@ -240,11 +247,12 @@ void loss(const options& o, const std::string& type) {
 
 template <class T>
 void all(const options& o, const std::string& type) {
-  column_sums<T>(o, type);
-  layer_norm_backward<T>(o, type);
-  embedding_gradient<T>(o, type);
-  elementwise<T>(o, type);
-  loss<T>(o, type);
+  const auto wanted = [&](const char* kernel) { return std::ranges::find(o.kernels, kernel) != o.kernels.end(); };
+  if (wanted("bias")) column_sums<T>(o, type);
+  if (wanted("layer_norm")) layer_norm_backward<T>(o, type);
+  if (wanted("embedding")) embedding_gradient<T>(o, type);
+  if (wanted("elementwise")) elementwise<T>(o, type);
+  if (wanted("loss")) loss<T>(o, type);
 }
 
 }  // namespace

@@ -16,12 +16,21 @@
 #   scripts/gpu.sh                      build, test, benchmark
 #   ATTN_GPU_BENCH=0 scripts/gpu.sh     build and test only
 #   ATTN_GPU_BENCH=attention,train,nccl,decode,primitives   those benchmarks only (default all;
-#                                       primitives: bench/primitives_gpu, a step's memory-bound kernels)
-#   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train base bf16
-#                                       under Nsight Compute (bench/kernel_times.py); not in all
-#   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone)
+#                                       primitives: bench/primitives_gpu, a step's memory-bound kernels,
+#                                       ATTN_GPU_PRIMITIVES_ARGS its options, as --kernels embedding)
+#   ATTN_GPU_BENCH=...,paths            also attn-train with --attention-path fused against unfused,
+#                                       ATTN_GPU_PATHS=PRESET-PRECISION-WORDS,... the runs (default
+#                                       base-bf16-8,base-bf16-60; WORDS: the corpus's longest sentence)
+#   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train bf16
+#                                       under Nsight Compute (bench/kernel_times.py); not in all;
+#                                       ATTN_GPU_PROFILE_CONFIGS=base,big: those presets (default base),
+#                                       ATTN_GPU_PROFILE_LIMIT seconds each at most (default 300)
+#   ATTN_GPU_TESTS=0 scripts/gpu.sh     no gpu suite (the benchmarks alone); ATTN_GPU_TESTS=NAME,NAME:
+#                                       those tests alone (a prebuilt bundle's, programs_test among them)
 #   ATTN_GPU_OUT=DIR                    where the summary and logs go (default build-gpu/report)
 #   ATTN_GPU_BATCH_TOKENS=N             the training benchmarks' batch (default 8000 tokens a side)
+#   ATTN_GPU_TRAIN_ATTENTION=PATH       attn-train's --attention-path in the bf16 training benchmarks
+#                                       (default automatic)
 #   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
 #                                       ATTN_GPU_PROGRAMS_LIMIT, default 900)
 #   ATTN_GPU_MEMCHECK=TEST,TEST         those gpu tests again under compute-sanitizer memcheck
@@ -30,7 +39,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -152,6 +161,15 @@ else
   # exit 77 is a skip. A hung kernel must not take the whole lease: a time limit each.
   i=0
   programs=(); [[ -x $attn_train ]] && programs=(programs_test)
+  if [[ ${ATTN_GPU_TESTS:-1} != 1 ]]; then  # a list of names: those tests alone
+    chosen=()
+    for t in "${gpu_tests[@]}" "${programs[@]}"; do
+      [[ ,$ATTN_GPU_TESTS, == *,$(basename "$t"),* ]] && chosen+=("$t")
+    done
+    echo "ATTN_GPU_TESTS=$ATTN_GPU_TESTS: ${#chosen[@]} of $((${#gpu_tests[@]} + ${#programs[@]})) tests" | tee "$report/gpu-suite.txt"
+    gpu_tests=("${chosen[@]}")
+    programs=()
+  fi
   count=$((${#gpu_tests[@]} + ${#programs[@]}))
   for t in "${gpu_tests[@]}" "${programs[@]}"; do
     i=$((i + 1))
@@ -237,7 +255,8 @@ if wants primitives; then
   # positions.
   heading "benchmark: a training step's memory-bound kernels (primitives_gpu)"
   if [[ -x $primitives_gpu ]]; then
-    "$primitives_gpu" 2>&1 | tee "$report/primitives.txt" | grep -v '^{'
+    read -r -a primitives_args <<< "${ATTN_GPU_PRIMITIVES_ARGS:-}"  # e.g. --kernels embedding (--help)
+    "$primitives_gpu" "${primitives_args[@]}" 2>&1 | tee "$report/primitives.txt" | grep -v '^{'
     if [[ ${PIPESTATUS[0]} == 0 ]]; then
       bench_lines+=("primitives: $report/primitives.txt")
     else
@@ -266,39 +285,93 @@ if wants train; then
     heading "benchmark: training $preset, attn --precision bf16 against PyTorch autocast bf16 on the GPU"
     python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
       --precision bf16 --threads 4 --python python3 --attn-train "$attn_train" \
-      --json "$report/train-$preset-bf16.json" 2>&1 | tee "$report/train-$preset-bf16.txt"
+      --attention-path "${ATTN_GPU_TRAIN_ATTENTION:-automatic}" --json "$report/train-$preset-bf16.json" 2>&1 | tee "$report/train-$preset-bf16.txt"
     bench_lines+=("train $preset bf16: $(grep -E '^\| attn / PyTorch' "$report/train-$preset-bf16.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset bf16: $(grep -E '^model TFLOP/s' "$report/train-$preset-bf16.txt" || echo 'no model TFLOP/s line')")
   done
 fi
 
 if [[ ,$benchmarks, == *,profile,* ]]; then
-  # Where a training step's GPU time goes: attn-train base in bf16 on the toy corpus, batches of
+  # Where a training step's GPU time goes: attn-train in bf16 on the toy corpus, batches of
   # ATTN_GPU_BATCH_TOKENS, steps 11-12 inside the capture range (--profile-steps) of Nsight
   # Compute, which times each kernel alone (--clock-control none: the clocks as they run).
-  heading "profile: attn-train base bf16, each kernel's time in steps 11-12 (Nsight Compute)"
-  profile=$report/profile
-  rm -rf "$profile"
-  if ! command -v ncu > /dev/null; then
-    echo "skipped: no ncu on PATH" | tee "$report/profile.txt"
-  elif [[ ,$models, != *,base,* ]]; then
-    echo "skipped: needs the base preset (ATTN_GPU_MODELS=$models)" | tee "$report/profile.txt"
-  elif python3 tests/train/toy_corpus.py --out "$profile/data" --train 20000 --valid 10; then
-    # ncu writes its CSV to stdout, attn-train its progress to stderr; kernel_times.py skips the
-    # lines of stdout that are not CSV (ncu's ==PROF== messages).
-    ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv --page details \
-      --print-units base \
-      "$attn_train" --device cuda --precision bf16 --config base --vocab-size 128 \
-      --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" --max-steps 12 --profile-steps 11:12 --valid-every 1000 \
-      --save-every 1000 --src "$profile/data/train.src" --tgt "$profile/data/train.tgt" --out "$profile/run" \
-      > "$profile/ncu.csv" 2> "$profile/train.txt"
-    echo "ncu exit status $? (its output: $profile/ncu.csv; attn-train's log: $profile/train.txt)"
-    python3 bench/kernel_times.py "$profile/ncu.csv" --steps 2 --json "$report/profile.json" 2>&1 \
-      | tee "$report/profile.txt"
-  else
-    echo "failed: the toy corpus" | tee "$report/profile.txt"
-  fi
-  bench_lines+=("profile: $(head -1 "$report/profile.txt")")
+  # ATTN_GPU_PROFILE_CONFIGS: the presets profiled (default base), each built in ATTN_GPU_MODELS.
+  IFS=, read -r -a profiled <<< "${ATTN_GPU_PROFILE_CONFIGS:-base}"
+  for preset in "${profiled[@]}"; do
+    heading "profile: attn-train $preset bf16, each kernel's time in steps 11-12 (Nsight Compute)"
+    profile=$report/profile-$preset
+    text=$report/profile-$preset.txt
+    rm -rf "$profile"
+    if ! command -v ncu > /dev/null; then
+      echo "skipped: no ncu on PATH" | tee "$text"
+    elif [[ ,$models, != *,$preset,* ]]; then
+      echo "skipped: the $preset preset is not built (ATTN_GPU_MODELS=$models)" | tee "$text"
+    elif python3 tests/train/toy_corpus.py --out "$profile/data" --train 20000 --valid 10; then
+      # ncu writes its CSV to stdout, attn-train its progress to stderr; kernel_times.py skips the
+      # lines of stdout that are not CSV (ncu's ==PROF== messages).
+      timeout -k 10 "${ATTN_GPU_PROFILE_LIMIT:-300}" ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv --page details \
+        --print-units base \
+        "$attn_train" --device cuda --precision bf16 --config "$preset" --vocab-size 128 \
+        --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" --max-steps 12 --profile-steps 11:12 --valid-every 1000 \
+        --save-every 1000 --src "$profile/data/train.src" --tgt "$profile/data/train.tgt" --out "$profile/run" \
+        > "$profile/ncu.csv" 2> "$profile/train.txt"
+      echo "ncu exit status $? (its output: $profile/ncu.csv; attn-train's log: $profile/train.txt)"
+      python3 bench/kernel_times.py "$profile/ncu.csv" --steps 2 --json "$report/profile-$preset.json" 2>&1 \
+        | tee "$text"
+    else
+      echo "failed: the toy corpus" | tee "$text"
+    fi
+    bench_lines+=("profile $preset: $(head -1 "$text")")
+  done
+fi
+
+if [[ ,$benchmarks, == *,paths,* ]]; then
+  # The trainer's two attention paths, the same binary, corpus, batches and steps: the fused
+  # kernel (--attention-path fused) against products and a softmax (unfused), tokens/s over steps
+  # 11-40. ATTN_GPU_PATHS lists the runs as PRESET-PRECISION-WORDS, WORDS the toy corpus's longest
+  # sentence (its default is 8; 60 makes sentences of 32 words on average, translation's lengths).
+  heading "benchmark: attn-train, fused attention against products and a softmax"
+  paths=$report/paths
+  rm -rf "$paths"
+  IFS=, read -r -a runs <<< "${ATTN_GPU_PATHS:-base-bf16-8,base-bf16-60}"
+  for run in "${runs[@]}"; do
+    IFS=- read -r preset precision longest <<< "$run"
+    if [[ ,$models, != *,$preset,* || -z $precision || ! $longest =~ ^[0-9]+$ ]]; then
+      echo "$run: skipped (PRESET-PRECISION-WORDS with a preset of ATTN_GPU_MODELS=$models)"
+      continue
+    fi
+    corpus=$paths/data-$longest
+    [[ -d $corpus ]] || python3 tests/train/toy_corpus.py --out "$corpus" --train 20000 --valid 10 --longest "$longest" \
+      || { echo "$run: failed: the toy corpus"; continue; }
+    for path in unfused fused; do
+      "$attn_train" --device cuda --precision "$precision" --config "$preset" --vocab-size 128 \
+        --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" --max-steps 40 --valid-every 1000 --save-every 1000 \
+        --attention-path "$path" --src "$corpus/train.src" --tgt "$corpus/train.tgt" \
+        --out "$paths/$run-$path" > "$paths/$run-$path.txt" 2>&1
+      rm -f "$paths/$run-$path"/*.safetensors  # checkpoints: gigabytes at big
+    done
+  done
+  python3 - "$paths" "${runs[@]}" <<'PY' | tee "$report/paths.txt"
+import json, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+print("| preset-precision-longest sentence | unfused tok/s | fused tok/s | fused / unfused | loss at step 40, unfused / fused |")
+print("| --- | ---: | ---: | ---: | --- |")
+for run in sys.argv[2:]:
+    rate, loss = {}, {}
+    for path in ("unfused", "fused"):
+        try:
+            steps = [json.loads(l) for l in (root / f"{run}-{path}" / "metrics.jsonl").read_text().splitlines()]
+            steps = [r for r in steps if r["kind"] == "train"]
+            timed = [r for r in steps if r["step"] > 10]
+            rate[path] = sum(r["tokens"] for r in timed) / (timed[-1]["elapsed_s"] - steps[9]["elapsed_s"])
+            loss[path] = steps[-1]["loss"]
+        except (OSError, ValueError, KeyError, IndexError):
+            rate[path], loss[path] = float("nan"), float("nan")
+    print(f"| {run} | {rate['unfused']:.0f} | {rate['fused']:.0f} | {rate['fused'] / rate['unfused']:.3f} | "
+          f"{loss['unfused']:.4f} / {loss['fused']:.4f} |")
+PY
+  bench_lines+=("attention paths: $report/paths.txt")
 fi
 
 if wants nccl; then

@@ -39,9 +39,14 @@ def main():
     parser.add_argument("--train", type=int, default=2000, help="training pairs")
     parser.add_argument("--valid", type=int, default=200, help="validation pairs")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--shortest", type=int, default=3, help="fewest words in a sentence (default 3)")
+    parser.add_argument("--longest", type=int, default=8,
+                        help="most words in a sentence (default 8; a benchmark of attention wants more)")
     args = parser.parse_args()
-    write(args.out, "train", args.train, args.seed)
-    write(args.out, "valid", args.valid, args.seed + 1)
+    if not 1 <= args.shortest <= args.longest:
+        parser.error(f"need 1 <= --shortest <= --longest, got {args.shortest} and {args.longest}")
+    write(args.out, "train", args.train, args.seed, args.shortest, args.longest)
+    write(args.out, "valid", args.valid, args.seed + 1, args.shortest, args.longest)
 
 
 if __name__ == "__main__":
