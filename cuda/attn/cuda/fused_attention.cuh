@@ -23,8 +23,8 @@ struct fused_attention<cuda> {
   static constexpr bool available = true;
   // Never chosen automatically: nn takes it only when asked (context::path). In training on an
   // H200 (2026-11-28, docs/benchmarks.md "GPU: the fifth run") the fused path was level with
-  // products and a softmax at sentences of 32 words on average in bf16 (1.01x a step), slower at
-  // 3-8 words (0.67x) and in fp32 (0.81x, CUDA cores): nothing for it to gain automatically yet.
+  // products and a softmax at sentences of 3-60 words in bf16 (1.01x a step), slower at 3-8
+  // words (0.66-0.68x) and in fp32 (0.81x, CUDA cores): nothing for it to gain automatically yet.
   static constexpr index_t automatic_from_keys = std::numeric_limits<index_t>::max();
   static constexpr index_t automatic_from_queries = std::numeric_limits<index_t>::max();
   static constexpr index_t automatic_modified_from_keys = std::numeric_limits<index_t>::max();
