@@ -52,11 +52,14 @@ tensor<T, matrix, gpu> random_device(index_t rows, index_t width, unsigned seed)
   return attn_bench::random_device<T, matrix>(rows, width, seed);
 }
 
+/// The kernels --kernels chooses among, in the order they run.
+const std::vector<std::string> every_kernel{"bias", "layer_norm", "embedding", "elementwise", "loss"};
+
 struct options {
   std::vector<index_t> rows{8000, 25000};
   std::vector<index_t> widths{512, 2048};
   std::vector<std::string> types{"bf16", "fp32"};
-  std::vector<std::string> kernels{"bias", "layer_norm", "embedding", "elementwise", "loss"};
+  std::vector<std::string> kernels = every_kernel;
   index_t classes = 37000;
   int repeat = 20;
 };
@@ -104,7 +107,7 @@ options parse(int argc, char** argv) {
     else throw std::invalid_argument("unknown option " + flag + " (--help)");
   }
   for (const auto& k : o.kernels)
-    if (k != "bias" && k != "layer_norm" && k != "embedding" && k != "elementwise" && k != "loss")
+    if (std::ranges::find(every_kernel, k) == every_kernel.end())
       throw std::invalid_argument("--kernels: bias, layer_norm, embedding, elementwise or loss, not " + k);
   return o;
 }
