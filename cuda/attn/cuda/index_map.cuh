@@ -63,12 +63,26 @@ struct index_map {
     return m;
   }
 
+  /// The operand's stride along the innermost dimension, 0 with none (elementwise_vectors.cuh
+  /// reads runs along it). A search over a constant count, which nvcc unrolls, so that the
+  /// device indexes the array with constants (no `#pragma unroll`: the host compiles it too).
+  __host__ __device__ index_t inner_stride() const {
+    index_t stride = 0;
+    for (int j = 0; j < static_cast<int>(capacity); ++j)
+      if (j == rank - 1) stride = strides[j];
+    return stride;
+  }
+
+  /// The dimensions innermost first, each array indexed by a constant once the loop is
+  /// unrolled: indexed by `rank - 1 - j`, nvcc copied the whole plan to the stack and read the
+  /// map from there (a 128-byte frame and a local load a size, stride and divider, element after
+  /// element, in the kernel of a bf16 permute; docs/benchmarks.md).
   template <class I>
   __device__ I operator()(I i) const {
     I offset = 0;
 #pragma unroll
-    for (int j = 0; j < static_cast<int>(capacity); ++j) {
-      const int r = rank - 1 - j;
+    for (int r = static_cast<int>(capacity) - 1; r >= 0; --r) {
+      if (r >= rank) continue;  // no such dimension
       if (r > 0) {
         if constexpr (sizeof(I) == 4) {
           const I quotient = dividers[r].quotient(i);
