@@ -490,6 +490,78 @@ void large_and_wide() {
 }
 
 // ---------------------------------------------------------------------------------------
+/// The kernel that takes a run of 16 bytes a thread (elementwise_vectors.cuh), into outputs
+/// aligned for it: the heads' split and another permute at d_k 64, a bias row and a value a row
+/// broadcast, aligned and unaligned slices, a 16-bit result of float operands. Each against the
+/// reference with the runs on and again with them off (elementwise_vectors()); on the GPU, the
+/// plan asserted to be one the vector kernel takes (`runs`) or leaves.
+template <class E, class F>
+void check_runs(const std::string& name, const E& e, F&& f, [[maybe_unused]] bool runs) {
+  using T = typename E::value_type;
+  using S = typename E::shape_type;
+  try {
+    guarded<T, S> out(e.extents(), aligned_pad);
+#if !defined(ATTN_GPU_TEST_HOST)
+    {
+      attn::cuda_backend::workspace ws;
+      const auto plan = attn::cuda_backend::make_plan(e, ws);
+      expect(attn::cuda_backend::runs_in_vectors(plan, out.view().data(), out.view().size()) == runs, name,
+             runs ? "the vector kernel should take this tree" : "the vector kernel should leave this tree");
+    }
+#endif
+    out.view() = e;
+    settle(name);
+    compare_guarded(name, out, reference(e.extents(), f), default_tolerance<T>);
+  } catch (const std::exception& error) {
+    fail(name, std::string("threw: ") + error.what());
+  }
+}
+
+template <class T>
+void vector_runs() {
+  const std::string t = "/" + type_name<T>();
+  const extents<shape<batch, len, heads, dk>> blhd(3, 7, 4, 64);
+  const auto hx = random_host<T>(blhd);
+  const auto hbias = random_host<T>(extents<shape<dk>>(64));
+  const auto hrow = random_host<T>(extents<shape<batch, len, heads>>(3, 7, 4));
+  const auto hw = random_host<T>(extents<shape<batch, len, feat>>(4, 9, 40));
+  const auto hf = random_host<float>(blhd);
+  const auto x = upload(hx);
+  const auto bias = upload(hbias);
+  const auto row = upload(hrow);
+  const auto w = upload(hw);
+  const auto xf = upload(hf);
+  for (const bool on : {true, false}) {
+#if !defined(ATTN_GPU_TEST_HOST)
+    attn::cuda_backend::elementwise_vectors() = on;
+#endif
+    const std::string how = (on ? ", in runs" : ", a thread an element") + t;
+    check_runs("split heads [b,l,h,d] -> [b,h,l,d]" + how, attn::permute<batch, heads, len, dk>(x),
+               [&](auto i) { return at(hx, {i[0], i[2], i[1], i[3]}); }, true);
+    check_runs("permute [b,l,h,d] -> [l,b,h,d] * 2" + how, attn::permute<len, batch, heads, dk>(x) * 2,
+               [&](auto i) { return 2 * at(hx, {i[1], i[0], i[2], i[3]}); }, true);
+    check_runs("x + bias" + how, x + attn::broadcast_like(bias, x),
+               [&](auto i) { return at(hx, i) + at(hbias, {i[3]}); }, true);
+    check_runs("x * a value a row" + how, x * attn::broadcast_like(row, x),
+               [&](auto i) { return at(hx, i) * at(hrow, {i[0], i[1], i[2]}); }, true);
+    check_runs("relu(x) - x, in place of neither" + how, attn::relu(x) - x,
+               [&](auto i) { return std::max(at(hx, i), 0.0) - at(hx, i); }, true);
+    check_runs("w[:, :, 8:24] * 2" + how, attn::slice<feat>(w, 8, 16) * 2,
+               [&](auto i) { return 2 * at(hw, {i[0], i[1], i[2] + 8}); }, true);
+    check_runs("w[:, :, 3:19] * 2" + how, attn::slice<feat>(w, 3, 16) * 2,
+               [&](auto i) { return 2 * at(hw, {i[0], i[1], i[2] + 3}); }, false);
+    check_runs("transpose [b,l,h,d] -> [b,l,d,h]" + how, attn::permute<batch, len, dk, heads>(x),
+               [&](auto i) { return at(hx, {i[0], i[1], i[3], i[2]}); }, false);
+    if constexpr (attn::is_float16_storage<T>)
+      check_runs("cast<16-bit>(float x * 3)" + how, attn::cast<T>(xf * 3.0f),
+                 [&](auto i) { return double(float(T(float(at(hf, i) * 3.0)))); }, true);
+  }
+#if !defined(ATTN_GPU_TEST_HOST)
+  attn::cuda_backend::elementwise_vectors() = true;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
 // Assignment: into new tensors, in place, and with the destination read elsewhere.
 template <class T>
 void assignment_and_aliasing() {
@@ -620,6 +692,10 @@ int main() {
     assignment_and_aliasing<double>();
     sixteen_bit<attn::bfloat16>();
     sixteen_bit<attn::float16>();
+    vector_runs<float>();
+    vector_runs<double>();
+    vector_runs<attn::bfloat16>();
+    vector_runs<attn::float16>();
   } catch (const std::exception& error) {
     fail("elementwise tests", std::string("threw: ") + error.what());
   }

@@ -228,14 +228,16 @@ std::vector<unsigned char> sentinel_bytes(index_t count) {
 }
 
 /// An output with `pad` sentinel elements on either side, its own elements sentinels too
-/// until written: out-of-bounds writes show as changed guards, missed elements as NaN.
+/// until written: out-of-bounds writes show as changed guards, missed elements as NaN. 67 by
+/// default, an odd number that leaves the output misaligned for every vector access; a multiple
+/// of 16 (aligned_pad) lets the elementwise kernel take runs (elementwise_vectors.cuh).
+inline constexpr index_t aligned_pad = 64;
+
 template <class T, class S>
 class guarded {
  public:
-  static constexpr index_t pad = 67;
-
-  explicit guarded(const attn::extents<S>& sizes)
-      : sizes_(sizes), total_(sizes.size() + 2 * pad), pattern_(sentinel_bytes<T>(total_)) {
+  explicit guarded(const attn::extents<S>& sizes, index_t pad = 67)
+      : sizes_(sizes), pad_(pad), total_(sizes.size() + 2 * pad), pattern_(sentinel_bytes<T>(total_)) {
 #if defined(ATTN_GPU_TEST_HOST)
     base_ = static_cast<T*>(::operator new(pattern_.size()));
     std::memcpy(base_, pattern_.data(), pattern_.size());
@@ -258,7 +260,7 @@ class guarded {
 #endif
   }
 
-  attn::tensor_view<T, S, device> view() const { return {base_ + pad, sizes_}; }
+  attn::tensor_view<T, S, device> view() const { return {base_ + pad_, sizes_}; }
 
   /// The output's elements; `guards_intact` tells whether the padding still holds sentinels.
   attn::tensor<T, S, attn::cpu> fetch(bool& guards_intact) const {
@@ -270,7 +272,7 @@ class guarded {
     cuda_ok(cudaMemcpy(bytes.data(), base_, bytes.size(), cudaMemcpyDeviceToHost),
             "cudaMemcpy (fetch)");
 #endif
-    const std::size_t guard = static_cast<std::size_t>(pad) * sizeof(T);
+    const std::size_t guard = static_cast<std::size_t>(pad_) * sizeof(T);
     const std::size_t body = static_cast<std::size_t>(sizes_.size()) * sizeof(T);
     guards_intact = std::memcmp(bytes.data(), pattern_.data(), guard) == 0 &&
                     std::memcmp(bytes.data() + guard + body, pattern_.data() + guard + body,
@@ -291,6 +293,7 @@ class guarded {
 
  private:
   attn::extents<S> sizes_;
+  index_t pad_;
   index_t total_;
   std::vector<unsigned char> pattern_;
   T* base_ = nullptr;

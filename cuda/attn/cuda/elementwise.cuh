@@ -1,6 +1,7 @@
 // The generated kernel: an elementwise expression tree becomes one trivially copyable plan and
 // one launch of elementwise_kernel<Plan, T, Index> (elementwise_kernel.cuh), whatever the tree's
-// depth (mshadow's MapPlan).
+// depth (mshadow's MapPlan); of elementwise_vector_kernel (elementwise_vectors.cuh), a run of 16
+// bytes of the result a thread, where every node reads its operands in such runs.
 //
 // Every plan computes its node's element at the node's own row-major linear index i. Nodes that
 // keep the row-major order (unary, binary, select, reshape: split, merge, rename) pass i to
@@ -13,14 +14,18 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include <attn/expr.hpp>
 
 #include "elementwise_kernel.cuh"
+#include "elementwise_vectors.cuh"
 #include "index_map.cuh"
+#include "index_plans.cuh"
 #include "memory.cuh"
 #include "plan_nodes.cuh"
 
@@ -63,63 +68,16 @@ std::array<index_t, sizeof...(Ds)> operand_strides(const extents<SA>& operand, m
 
 }  // namespace detail
 
-// Plans: the device-side form of the nodes. Each is trivially copyable, so that a whole tree
-// travels to the kernel as one parameter, and names no dimension: a plan's type depends on
-// the tree's structure (operations, value types, ranks) only. That keeps the kernel's name
-// free of class-type template arguments (dimension names), which nvcc cannot print into its
-// host stubs, and lets trees of the same structure over different dimensions share a kernel.
-// `p(i)` is the node's element at its row-major linear index i, I being the kernel's index
-// type (32 or 64 bits); `p(i, given)` the same with every placeholder reading `given` (the
+// Plans: the device-side form of the nodes (index_plans.cuh, plan_nodes.cuh). Each is trivially
+// copyable, so that a whole tree travels to the kernel as one parameter, and names no dimension:
+// a plan's type depends on the tree's structure (operations, value types, ranks) only. That keeps
+// the kernel's name free of class-type template arguments (dimension names), which nvcc cannot
+// print into its host stubs, and lets trees of the same structure over different dimensions share
+// a kernel. `p(i)` is the node's element at its row-major linear index i, I being the kernel's
+// index type (32 or 64 bits); `p(i, given)` the same with every placeholder reading `given` (the
 // score a fused attention kernel holds: expr/element.hpp's placeholder). A plan's value_type is
 // what it computes in: accumulate_t of the node's (float for 16-bit storage, which a leaf widens
 // as it reads it and the kernel rounds once, as it stores the result).
-
-/// A leaf: dense row-major data, read at the node's own index. Also the form of a reduction
-/// or contraction evaluated into a temporary.
-template <class T>
-struct leaf_plan {
-  using value_type = accumulate_t<T>;
-  const T* data;
-  template <class I, class... Given>
-  __device__ value_type operator()(I i, Given...) const { return value_type(data[i]); }
-};
-
-/// An iota: the node's own index, shifted.
-template <class T>
-struct iota_plan {
-  using value_type = T;
-  T start;
-  template <class I, class... Given>
-  __device__ T operator()(I i, Given...) const { return start + static_cast<T>(i); }
-};
-
-/// Dropout's mask: the stream's number at the node's own index (expr/dropout_mask.hpp).
-template <class C>
-struct dropout_mask_plan {
-  using value_type = C;
-  dropout_draws<C> draws;
-  template <class I, class... Given>
-  __device__ C operator()(I i, Given...) const { return draws(static_cast<std::uint64_t>(i)); }
-};
-
-/// Broadcast and permute: the operand read through an index_map.
-template <std::size_t R, class A>
-struct gather_plan {
-  using value_type = typename A::value_type;
-  A a;
-  index_map<R> map;
-  template <class I, class... Given>
-  __device__ value_type operator()(I i, Given... given) const { return a(map(i), given...); }
-};
-
-template <class A>
-struct slice_plan {
-  using value_type = typename A::value_type;
-  A a;
-  slice_map map;
-  template <class I, class... Given>
-  __device__ value_type operator()(I i, Given... given) const { return a(map(i), given...); }
-};
 
 namespace detail {
 
@@ -266,6 +224,17 @@ plan_t<E> make_plan(const E& e, workspace& ws) {
   return planner<E>::make(e, ws);
 }
 
+/// Whether the generated kernel takes runs of elements where a plan allows
+/// (elementwise_vectors.cuh): yes, unless ATTN_ELEMENTWISE_VECTORS=0 in the environment, which
+/// benchmarks set to time both kernels in one program. Tests may set it.
+inline bool& elementwise_vectors() {
+  static bool on = [] {
+    const char* value = std::getenv("ATTN_ELEMENTWISE_VECTORS");
+    return !(value && std::string_view(value) == "0");
+  }();
+  return on;
+}
+
 namespace detail {
 
 inline constexpr int elementwise_block = 256;
@@ -308,7 +277,19 @@ void launch_elementwise(const Plan& p, T* out, index_t n) {
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
-/// One launch with the given index type (exposed so that tests can force 64-bit indices).
+/// Launches the generated kernel a run of vector_width<T> elements at a time
+/// (elementwise_vectors.cuh): the caller checked runs_in_vectors.
+template <class Index, class Plan, class T>
+void launch_elementwise_vectors(const Plan& p, T* out, index_t n) {
+  static_assert(std::is_trivially_copyable_v<Plan> && sizeof(Plan) <= 32764);  // as launch_elementwise
+  constexpr int v = vector_width<T>;
+  elementwise_vector_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index, v>
+      <<<grid_for(n / v, elementwise_block), elementwise_block, 0, stream()>>>(p, out, static_cast<Index>(n / v));
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+/// One launch with the given index type (exposed so that tests can force 64-bit indices): a run
+/// of elements a thread where the plan allows and elementwise_vectors() is on, else an element.
 template <class Index, class T, class S, class E>
 void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
   static_assert(std::is_same_v<typename E::value_type, std::remove_const_t<T>> ||
@@ -317,7 +298,14 @@ void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
   const index_t n = dst.size();
   if (n == 0) return;
   workspace ws;
-  launch_elementwise<Index>(make_plan(e, ws), dst.data(), n);
+  const auto plan = make_plan(e, ws);
+  if constexpr (vector_plan<std::remove_cvref_t<decltype(plan)>>::supported) {
+    if (elementwise_vectors() && runs_in_vectors(plan, dst.data(), n)) {
+      launch_elementwise_vectors<Index>(plan, dst.data(), n);
+      return;
+    }
+  }
+  launch_elementwise<Index>(plan, dst.data(), n);
 }
 
 }  // namespace detail
