@@ -43,6 +43,14 @@ class multi_tensor {
   }
   /// Blocks to launch: 0 when there is nothing to do.
   unsigned blocks() const { return blocks_; }
+  /// kernel(arrays, chunks, args...) with a block a chunk of `threads`, where there is a chunk.
+  template <class... Params, class... Args>
+  void launch(void (*kernel)(const Array*, const primitive_kernels::chunk*, Params...), int threads,
+              Args... args) const {
+    if (blocks_ == 0) return;
+    kernel<<<blocks_, threads, 0, stream()>>>(arrays(), chunks(), args...);
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
   const Array* arrays() const { return static_cast<const Array*>(arrays_.get()); }
   const primitive_kernels::chunk* chunks() const { return static_cast<const primitive_kernels::chunk*>(chunks_.get()); }
 
@@ -269,12 +277,9 @@ struct primitives<cuda> {
   /// Every tensor in one launch (a multi-tensor kernel: a block per 64 Ki elements of any tensor).
   template <class T>
   static void adam_step(std::span<const adam_tensor<T>> tensors, const adam_coefficients& c) {
-    const cuda_backend::detail::multi_tensor launch(tensors);
-    if (launch.blocks() == 0) return;
-    cuda_backend::primitive_kernels::adam_step<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
-        launch.arrays(), launch.chunks(), T(c.beta1), T(c.beta2), T(1 - c.beta1), T(1 - c.beta2), T(c.step_size),
-        T(c.root_correction2), T(c.epsilon));
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    cuda_backend::detail::multi_tensor(tensors).launch(cuda_backend::primitive_kernels::adam_step<T>, block,
+                                                       T(c.beta1), T(c.beta2), T(1 - c.beta1), T(1 - c.beta2),
+                                                       T(c.step_size), T(c.root_correction2), T(c.epsilon));
   }
 
   template <class T>
@@ -308,22 +313,14 @@ struct primitives<cuda> {
 
   template <class T>
   static void scale(std::span<const flat_array<T>> arrays, double factor) {
-    const cuda_backend::detail::multi_tensor launch(arrays);
-    if (launch.blocks() == 0) return;
-    cuda_backend::primitive_kernels::scale<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
-        launch.arrays(), launch.chunks(), factor);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    cuda_backend::detail::multi_tensor(arrays).launch(cuda_backend::primitive_kernels::scale<T>, block, factor);
   }
 
   /// One launch for every array: zeroing a model's gradients took a launch a parameter (254 in a
   /// base or big step, 2026-11-28's profile).
   template <class T>
   static void fill(std::span<const flat_array<T>> arrays, T value) {
-    const cuda_backend::detail::multi_tensor launch(arrays);
-    if (launch.blocks() == 0) return;
-    cuda_backend::primitive_kernels::fill_arrays<<<launch.blocks(), block, 0, cuda_backend::stream()>>>(
-        launch.arrays(), launch.chunks(), value);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    cuda_backend::detail::multi_tensor(arrays).launch(cuda_backend::primitive_kernels::fill_arrays<T>, block, value);
   }
 
  private:
