@@ -7,9 +7,10 @@
 // - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (30 in a base step);
 // - the embedding gradient (primitives::scatter_add_rows) of `rows` positions of a vocabulary
 //   of 8000, where one id in 25 is the same (every sentence's end), width 512;
-// - the generated elementwise kernel on a residual sum, c = a + b, and a bias added along
-//   the rows, c = a + broadcast(bias), [rows, width]: a thread an element, as every elementwise
-//   expression ran until 2026-11-27, and a round of elementwise_unroll elements a thread;
+// - the generated elementwise kernel on a residual sum, c = a + b, a bias added along the rows,
+//   c = a + broadcast(bias), and the heads' split, [rows, width] permuted to [rows / 25, width /
+//   64, 25, 64]: rounds of elementwise_unroll elements a thread (ATTN_ELEMENTWISE_VECTORS=0), and
+//   runs of 16 bytes a thread (elementwise_vectors.cuh);
 // - the loss (primitives::cross_entropy, label smoothing 0.1) and its backward pass over
 //   [rows, --classes] logits, the vocabulary of the paper's English-German runs by default.
 // One JSON line a measurement, then a table: microseconds, and GB/s as the operand's bytes
@@ -191,16 +192,26 @@ void embedding_gradient(const options& o, const std::string& type) {
   }
 }
 
-/// The expression's plan run by the generated kernel at `Unroll` elements a thread a round.
-template <int Unroll, class T, class E>
-void elementwise_launch(tensor<T, matrix, gpu>& out, const E& e) {
-  cuda_backend::workspace ws;
-  cuda_backend::detail::launch_elementwise<std::uint32_t, Unroll>(cuda_backend::make_plan(e, ws), out.data(),
-                                                                  out.size());
+/// Times `assign` with the elementwise kernel a run of 16 bytes a thread and an element a
+/// thread (elementwise_vectors.cuh; rounds of elementwise_unroll elements).
+template <class F>
+void both_kernels(const options& o, const std::string& what, const std::string& type, index_t rows, index_t width,
+                  double bytes, F&& assign) {
+  for (const bool runs : {false, true}) {
+    cuda_backend::elementwise_vectors() = runs;
+    report({what + (runs ? ", runs of 16 bytes" : ", rounds of elements"), type, rows, width,
+            median_us(o.repeat, assign), bytes});
+  }
+  cuda_backend::elementwise_vectors() = true;
 }
 
 template <class T>
 void elementwise(const options& o, const std::string& type) {
+  using sentences = dim<"sentences">;
+  using length = dim<"length">;
+  using heads = dim<"heads">;
+  using depth = dim<"depth">;
+  using by_heads = shape<sentences, heads, length, depth>;
   for (const index_t rows : o.rows)
     for (const index_t width : o.widths) {
       const auto a = random_device<T>(rows, width, 7);
@@ -211,14 +222,17 @@ void elementwise(const options& o, const std::string& type) {
       const double bytes = 3.0 * double(rows * width) * sizeof(T);
       const auto sum = a.view() + b.view();
       const auto biased = a.view() + broadcast_like(bias.view(), a.view());
-      report({"a + b, a thread an element (until 2026-11-27)", type, rows, width,
-              median_us(o.repeat, [&] { elementwise_launch<1>(c, sum); }), bytes});
-      report({"a + b, rounds of elements (attn's assignment)", type, rows, width,
-              median_us(o.repeat, [&] { c = sum; }), bytes});
-      report({"a + bias, a thread an element (until 2026-11-27)", type, rows, width,
-              median_us(o.repeat, [&] { elementwise_launch<1>(c, biased); }), 2.0 * bytes / 3.0});
-      report({"a + bias, rounds of elements (attn's assignment)", type, rows, width,
-              median_us(o.repeat, [&] { c = biased; }), 2.0 * bytes / 3.0});
+      both_kernels(o, "a + b", type, rows, width, bytes, [&] { c = sum; });
+      both_kernels(o, "a + bias", type, rows, width, 2.0 * bytes / 3.0, [&] { c = biased; });
+      // The heads' split (grad::split_heads): [rows, width] as sentences of 25 positions, heads
+      // of 64, to [sentences, heads, 25, 64].
+      if (rows % 25 == 0 && width % 64 == 0) {
+        using by_tokens = shape<sentences, length, heads, depth>;
+        const tensor_view<const T, by_tokens, gpu> tokens(a.data(), extents<by_tokens>(rows / 25, 25, width / 64, 64));
+        tensor<T, by_heads, gpu> split(rows / 25, width / 64, 25, 64);
+        both_kernels(o, "split heads", type, rows, width, 2.0 * bytes / 3.0,
+                     [&] { split = permute<sentences, heads, length, depth>(tokens); });
+      }
     }
 }
 
