@@ -21,6 +21,10 @@
 #   ATTN_GPU_BENCH=...,paths            also attn-train with --attention-path fused against unfused,
 #                                       ATTN_GPU_PATHS=PRESET-PRECISION-WORDS,... the runs (default
 #                                       base-bf16-8,base-bf16-60; WORDS: the corpus's longest sentence)
+#   ATTN_GPU_BENCH=...,vectors          also attn-train with the elementwise kernel an element a thread
+#                                       (ATTN_ELEMENTWISE_VECTORS=0) against runs of 16 bytes a thread,
+#                                       ATTN_GPU_VECTORS=PRESET-PRECISION-WORDS,... (default
+#                                       base-bf16-8,big-bf16-8)
 #   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train bf16
 #                                       under Nsight Compute (bench/kernel_times.py); not in all;
 #                                       ATTN_GPU_PROFILE_CONFIGS=base,big: those presets (default base),
@@ -39,7 +43,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -325,53 +329,76 @@ if [[ ,$benchmarks, == *,profile,* ]]; then
   done
 fi
 
-if [[ ,$benchmarks, == *,paths,* ]]; then
-  # The trainer's two attention paths, the same binary, corpus, batches and steps: the fused
-  # kernel (--attention-path fused) against products and a softmax (unfused), tokens/s over steps
-  # 11-40. ATTN_GPU_PATHS lists the runs as PRESET-PRECISION-WORDS, WORDS the toy corpus's longest
-  # sentence (its default is 8; 60 makes sentences of 32 words on average, translation's lengths).
-  heading "benchmark: attn-train, fused attention against products and a softmax"
-  paths=$report/paths
-  rm -rf "$paths"
-  IFS=, read -r -a runs <<< "${ATTN_GPU_PATHS:-base-bf16-8,base-bf16-60}"
+# trainer_pairs NAME RUNS A B: attn-train twice a run, as A and as B (each NAME=SETTING, the setting
+# attn-train's options, or VARIABLE=VALUE in its environment), on the same binary, corpus, batches
+# and steps; tokens/s over steps 11-40 into $report/NAME.txt. RUNS: PRESET-PRECISION-WORDS,...,
+# WORDS the toy corpus's longest sentence (its default is 8; 60 makes sentences of 32 words on
+# average, translation's lengths).
+trainer_pairs() {
+  local name=$1 runs_list=$2 dir=$report/$1 run preset precision longest corpus side label setting word
+  local -a runs settings
+  shift 2
+  rm -rf "$dir" && mkdir -p "$dir"
+  IFS=, read -r -a runs <<< "$runs_list"
   for run in "${runs[@]}"; do
     IFS=- read -r preset precision longest <<< "$run"
     if [[ ,$models, != *,$preset,* || -z $precision || ! $longest =~ ^[0-9]+$ ]]; then
       echo "$run: skipped (PRESET-PRECISION-WORDS with a preset of ATTN_GPU_MODELS=$models)"
       continue
     fi
-    corpus=$paths/data-$longest
+    corpus=$report/data-$longest
     [[ -d $corpus ]] || python3 tests/train/toy_corpus.py --out "$corpus" --train 20000 --valid 10 --longest "$longest" \
       || { echo "$run: failed: the toy corpus"; continue; }
-    for path in unfused fused; do
-      "$attn_train" --device cuda --precision "$precision" --config "$preset" --vocab-size 128 \
+    for side in "$@"; do
+      label=${side%%=*} setting=${side#*=}
+      read -r -a settings <<< "$setting"
+      local -a environment=() options=()
+      for word in "${settings[@]}"; do
+        if [[ $word == [A-Z]*=* ]]; then environment+=("$word"); else options+=("$word"); fi
+      done
+      env "${environment[@]}" "$attn_train" --device cuda --precision "$precision" --config "$preset" --vocab-size 128 \
         --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" --max-steps 40 --valid-every 1000 --save-every 1000 \
-        --attention-path "$path" --src "$corpus/train.src" --tgt "$corpus/train.tgt" \
-        --out "$paths/$run-$path" > "$paths/$run-$path.txt" 2>&1
-      rm -f "$paths/$run-$path"/*.safetensors  # checkpoints: gigabytes at big
+        "${options[@]}" --src "$corpus/train.src" --tgt "$corpus/train.tgt" \
+        --out "$dir/$run-$label" > "$dir/$run-$label.txt" 2>&1
+      rm -f "$dir/$run-$label"/*.safetensors  # checkpoints: gigabytes at big
     done
   done
-  python3 - "$paths" "${runs[@]}" <<'PY' | tee "$report/paths.txt"
+  python3 - "$dir" "${1%%=*}" "${2%%=*}" "${runs[@]}" <<'PY' | tee "$report/$name.txt"
 import json, sys
 from pathlib import Path
-root = Path(sys.argv[1])
-print("| preset-precision-longest sentence | unfused tok/s | fused tok/s | fused / unfused | loss at step 40, unfused / fused |")
+root, a, b, runs = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+print(f"| preset-precision-longest sentence | {a} tok/s | {b} tok/s | {b} / {a} | loss at step 40, {a} / {b} |")
 print("| --- | ---: | ---: | ---: | --- |")
-for run in sys.argv[2:]:
+for run in runs:
     rate, loss = {}, {}
-    for path in ("unfused", "fused"):
+    for side in (a, b):
         try:
-            steps = [json.loads(l) for l in (root / f"{run}-{path}" / "metrics.jsonl").read_text().splitlines()]
+            steps = [json.loads(l) for l in (root / f"{run}-{side}" / "metrics.jsonl").read_text().splitlines()]
             steps = [r for r in steps if r["kind"] == "train"]
             timed = [r for r in steps if r["step"] > 10]
-            rate[path] = sum(r["tokens"] for r in timed) / (timed[-1]["elapsed_s"] - steps[9]["elapsed_s"])
-            loss[path] = steps[-1]["loss"]
+            rate[side] = sum(r["tokens"] for r in timed) / (timed[-1]["elapsed_s"] - steps[9]["elapsed_s"])
+            loss[side] = steps[-1]["loss"]
         except (OSError, ValueError, KeyError, IndexError):
-            rate[path], loss[path] = float("nan"), float("nan")
-    print(f"| {run} | {rate['unfused']:.0f} | {rate['fused']:.0f} | {rate['fused'] / rate['unfused']:.3f} | "
-          f"{loss['unfused']:.4f} / {loss['fused']:.4f} |")
+            rate[side], loss[side] = float("nan"), float("nan")
+    print(f"| {run} | {rate[a]:.0f} | {rate[b]:.0f} | {rate[b] / rate[a]:.3f} | {loss[a]:.4f} / {loss[b]:.4f} |")
 PY
+}
+
+if [[ ,$benchmarks, == *,paths,* ]]; then
+  # The trainer's two attention paths: the fused kernel against products and a softmax.
+  heading "benchmark: attn-train, fused attention against products and a softmax"
+  trainer_pairs paths "${ATTN_GPU_PATHS:-base-bf16-8,base-bf16-60}" \
+    "unfused=--attention-path unfused" "fused=--attention-path fused"
   bench_lines+=("attention paths: $report/paths.txt")
+fi
+
+if [[ ,$benchmarks, == *,vectors,* ]]; then
+  # The generated elementwise kernel an element a thread against a run of 16 bytes a thread
+  # (cuda/attn/cuda/elementwise_vectors.cuh), in whole training steps.
+  heading "benchmark: attn-train, the elementwise kernel by elements against by runs"
+  trainer_pairs vectors "${ATTN_GPU_VECTORS:-base-bf16-8,big-bf16-8}" \
+    "elements=ATTN_ELEMENTWISE_VECTORS=0" "runs=ATTN_ELEMENTWISE_VECTORS=1"
+  bench_lines+=("elementwise runs: $report/vectors.txt")
 fi
 
 if wants nccl; then
