@@ -347,7 +347,7 @@ trainer_pairs() {
       continue
     fi
     corpus=$report/data-$longest
-    [[ -d $corpus ]] || python3 tests/train/toy_corpus.py --out "$corpus" --train 20000 --valid 10 --longest "$longest" \
+    [[ -f $corpus/train.tgt ]] || python3 tests/train/toy_corpus.py --out "$corpus" --train 20000 --valid 10 --longest "$longest" \
       || { echo "$run: failed: the toy corpus"; continue; }
     for side in "$@"; do
       label=${side%%=*} setting=${side#*=}

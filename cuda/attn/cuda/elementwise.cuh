@@ -299,7 +299,7 @@ void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
   if (n == 0) return;
   workspace ws;
   const auto plan = make_plan(e, ws);
-  if constexpr (vector_plan<std::remove_cvref_t<decltype(plan)>>::supported) {
+  if constexpr (vector_plan<std::remove_cvref_t<decltype(plan)>>::supported && vector_width<std::remove_const_t<T>> > 1) {
     if (elementwise_vectors() && runs_in_vectors(plan, dst.data(), n)) {
       launch_elementwise_vectors<Index>(plan, dst.data(), n);
       return;

@@ -171,13 +171,15 @@ struct vector_plan<binary_plan<Op, A, B>> {
 };
 
 /// Both branches are read for the whole run and each lane takes its own: the loads are whole
-/// runs, and a value computed where it is not chosen (a log of a masked 0) is dropped, as a GPU
-/// raises no exception for it.
+/// runs, and a value computed where it is not chosen (a log of a masked 0) is dropped. Floating
+/// point alone: an integer division by a masked 0 would trap on the CPU emulator (and give an
+/// unspecified value on a GPU), where the element kernel never computes it.
 template <class C, class A, class B>
 struct vector_plan<select_plan<C, A, B>> {
   using plan = select_plan<C, A, B>;
-  static constexpr bool supported =
-      vector_plan<C>::supported && vector_plan<A>::supported && vector_plan<B>::supported;
+  static constexpr bool supported = std::is_floating_point_v<typename plan::value_type> &&
+                                    vector_plan<C>::supported && vector_plan<A>::supported &&
+                                    vector_plan<B>::supported;
   static bool contiguous(const plan& p, int v) {
     return vector_plan<C>::contiguous(p.condition, v) && vector_plan<A>::contiguous(p.a, v) &&
            vector_plan<B>::contiguous(p.b, v);

@@ -51,7 +51,8 @@ struct binary_plan {
   }
 };
 
-/// Only the chosen branch is evaluated: a masked log or division never runs where masked.
+/// Only the chosen branch is evaluated: a masked log or division never runs where masked. (The
+/// vector kernel evaluates both for a run of floating-point elements, elementwise_vectors.cuh.)
 template <class C, class A, class B>
 struct select_plan {
   using value_type = typename A::value_type;

@@ -239,6 +239,15 @@ void broadcasts_slices_and_the_rest() {
   const backend::select_plan<compare, leaf, doubled> chosen{compare{la, lb}, la, doubled{lb, {attn::accumulate_t<T>(2)}}};
   check_runs<T>("a > b ? a : 2b", chosen, n, true);
   check_runs<bool>("a > b", compare{la, lb}, n, true);
+  if constexpr (std::is_same_v<T, float>) {  // an integer select, which would compute both branches
+    const host_data<int> i(n, 7), j(n, 8);
+    using integers = backend::leaf_plan<int>;
+    using int_compare = backend::binary_plan<op::greater, integers, integers>;
+    check_runs<int>("i > j ? i : j, integers",
+                    backend::select_plan<int_compare, integers, integers>{int_compare{{i.data()}, {j.data()}},
+                                                                           {i.data()}, {j.data()}},
+                    n, false);
+  }
   check_runs<T>("float(a > b)", backend::unary_plan<op::cast<attn::accumulate_t<T>>, compare>{compare{la, lb}}, n, true);
   using C = attn::accumulate_t<T>;
   const backend::dropout_mask_plan<C> mask{attn::dropout_draws<C>{attn::random_stream(9), 123, 0.25, C(1 / 0.75)}};
