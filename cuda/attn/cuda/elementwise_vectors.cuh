@@ -98,44 +98,26 @@ struct vector_plan<leaf_plan<T>> {
   }
 };
 
-template <class T>
-struct vector_plan<constant_plan<T>> {
+/// A plan that computes each element from its own index alone (constants, coordinates, dropout's
+/// mask): a run is its elements one at a time.
+template <class Plan>
+struct vector_plan_by_index {
   static constexpr bool supported = true;
-  static bool contiguous(const constant_plan<T>&, int) { return true; }
+  static bool contiguous(const Plan&, int) { return true; }
   template <int V, class I>
-  __device__ static lanes<T, V> read(const constant_plan<T>& p, I) {
-    lanes<T, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = p.value;
-    return out;
-  }
-};
-
-template <class T>
-struct vector_plan<iota_plan<T>> {
-  static constexpr bool supported = true;
-  static bool contiguous(const iota_plan<T>&, int) { return true; }
-  template <int V, class I>
-  __device__ static lanes<T, V> read(const iota_plan<T>& p, I i) {
-    lanes<T, V> out;
+  __device__ static lanes<typename Plan::value_type, V> read(const Plan& p, I i) {
+    lanes<typename Plan::value_type, V> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) out.at[k] = p(i + static_cast<I>(k));
     return out;
   }
 };
-
+template <class T>
+struct vector_plan<constant_plan<T>> : vector_plan_by_index<constant_plan<T>> {};
+template <class T>
+struct vector_plan<iota_plan<T>> : vector_plan_by_index<iota_plan<T>> {};
 template <class C>
-struct vector_plan<dropout_mask_plan<C>> {
-  static constexpr bool supported = true;
-  static bool contiguous(const dropout_mask_plan<C>&, int) { return true; }
-  template <int V, class I>
-  __device__ static lanes<C, V> read(const dropout_mask_plan<C>& p, I i) {
-    lanes<C, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = p(i + static_cast<I>(k));
-    return out;
-  }
-};
+struct vector_plan<dropout_mask_plan<C>> : vector_plan_by_index<dropout_mask_plan<C>> {};
 
 template <class Op, class A>
 struct vector_plan<unary_plan<Op, A>> {
