@@ -12,7 +12,7 @@
 // repeats one element of its operand over the run. Anything else (a permute that moves the
 // innermost dimension, a slice or an innermost extent not a multiple of V, a misaligned leaf)
 // takes the element-at-a-time kernel (elementwise_kernel.cuh), as does a tree with a node this
-// file does not know (vector_plan<Plan>::supported). Device code and host checks alone, no CUDA
+// file does not know or a select of integers (vector_plan<Plan>::supported). Device code and host checks alone, no CUDA
 // run-time: the CPU emulator runs this kernel against the other one
 // (tests/unit/cuda/elementwise_emulated_test.cpp).
 #pragma once
