@@ -257,6 +257,19 @@ index_t largest_size(const E& e) {
   return n;
 }
 
+/// One launch of a generated kernel (elementwise_kernel or elementwise_vector_kernel) over
+/// `count` elements or runs, the grid sized for them.
+template <class Index, class Kernel, class Plan, class T>
+void launch_plan(Kernel kernel, const Plan& p, T* out, index_t count) {
+  static_assert(std::is_trivially_copyable_v<Plan>,
+                "attn::cuda: a plan must be trivially copyable to be a kernel parameter");
+  // Kernel parameters may take 32764 bytes since CUDA 12.1 (Volta and later).
+  static_assert(sizeof(Plan) <= 32764,
+                "attn::cuda: the expression is too large for one kernel; evaluate part of it first");
+  kernel<<<grid_for(count, elementwise_block), elementwise_block, 0, stream()>>>(p, out, static_cast<Index>(count));
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
 /// Launches the generated kernel.
 ///
 /// Kernel template arguments go through std::type_identity_t: nvcc writes them into its host
@@ -266,26 +279,16 @@ index_t largest_size(const E& e) {
 /// no dimension. (nvcc 13.0; applies to every kernel of this backend.)
 template <class Index, int Unroll = elementwise_unroll, class Plan, class T>
 void launch_elementwise(const Plan& p, T* out, index_t n) {
-  static_assert(std::is_trivially_copyable_v<Plan>,
-                "attn::cuda: a plan must be trivially copyable to be a kernel parameter");
-  // Kernel parameters may take 32764 bytes since CUDA 12.1 (Volta and later).
-  static_assert(sizeof(Plan) <= 32764,
-                "attn::cuda: the expression is too large for one kernel; evaluate part of it first");
-  elementwise_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index, Unroll>
-      <<<grid_for(n, elementwise_block), elementwise_block, 0, stream()>>>(p, out,
-                                                                         static_cast<Index>(n));
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  launch_plan<Index>(elementwise_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index, Unroll>, p, out, n);
 }
 
 /// Launches the generated kernel a run of vector_width<T> elements at a time
 /// (elementwise_vectors.cuh): the caller checked runs_in_vectors.
 template <class Index, class Plan, class T>
 void launch_elementwise_vectors(const Plan& p, T* out, index_t n) {
-  static_assert(std::is_trivially_copyable_v<Plan> && sizeof(Plan) <= 32764);  // as launch_elementwise
   constexpr int v = vector_width<T>;
-  elementwise_vector_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index, v>
-      <<<grid_for(n / v, elementwise_block), elementwise_block, 0, stream()>>>(p, out, static_cast<Index>(n / v));
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  launch_plan<Index>(elementwise_vector_kernel<std::type_identity_t<Plan>, std::type_identity_t<T>, Index, v>, p, out,
+                     n / v);
 }
 
 /// One launch with the given index type (exposed so that tests can force 64-bit indices): a run
@@ -299,7 +302,7 @@ void evaluate_elementwise_with(const tensor_view<T, S, cuda>& dst, const E& e) {
   if (n == 0) return;
   workspace ws;
   const auto plan = make_plan(e, ws);
-  if constexpr (vector_plan<std::remove_cvref_t<decltype(plan)>>::supported && vector_width<std::remove_const_t<T>> > 1) {
+  if constexpr (may_take_runs<std::remove_cvref_t<decltype(plan)>, std::remove_const_t<T>>) {
     if (elementwise_vectors() && runs_in_vectors(plan, dst.data(), n)) {
       launch_elementwise_vectors<Index>(plan, dst.data(), n);
       return;

@@ -43,6 +43,15 @@ struct lanes {
   T at[V];
 };
 
+/// The lanes f(0) … f(V − 1).
+template <class T, int V, class F>
+__device__ __forceinline__ lanes<T, V> each_lane(F&& f) {
+  lanes<T, V> out;
+#pragma unroll
+  for (int k = 0; k < V; ++k) out.at[k] = f(k);
+  return out;
+}
+
 /// The bytes the accesses to a run of V elements of T take at a time, and so the alignment the
 /// run's first element needs: V·sizeof(T), at most 16.
 template <class T>
@@ -91,10 +100,7 @@ struct vector_plan<leaf_plan<T>> {
   __device__ static lanes<typename plan::value_type, V> read(const plan& p, I i) {
     alignas(16) T raw[V];
     copy_run<V>(raw, p.data + i);
-    lanes<typename plan::value_type, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = typename plan::value_type(raw[k]);
-    return out;
+    return each_lane<typename plan::value_type, V>([&](int k) { return typename plan::value_type(raw[k]); });
   }
 };
 
@@ -106,10 +112,7 @@ struct vector_plan_by_index {
   static bool contiguous(const Plan&, int) { return true; }
   template <int V, class I>
   __device__ static lanes<typename Plan::value_type, V> read(const Plan& p, I i) {
-    lanes<typename Plan::value_type, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = p(i + static_cast<I>(k));
-    return out;
+    return each_lane<typename Plan::value_type, V>([&](int k) { return p(i + static_cast<I>(k)); });
   }
 };
 template <class T>
@@ -127,10 +130,7 @@ struct vector_plan<unary_plan<Op, A>> {
   template <int V, class I>
   __device__ static lanes<typename plan::value_type, V> read(const plan& p, I i) {
     const auto a = vector_plan<A>::template read<V>(p.a, i);
-    lanes<typename plan::value_type, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = typename plan::value_type(Op{}(a.at[k]));
-    return out;
+    return each_lane<typename plan::value_type, V>([&](int k) { return typename plan::value_type(Op{}(a.at[k])); });
   }
 };
 
@@ -145,10 +145,7 @@ struct vector_plan<binary_plan<Op, A, B>> {
   __device__ static lanes<typename plan::value_type, V> read(const plan& p, I i) {
     const auto a = vector_plan<A>::template read<V>(p.a, i);
     const auto b = vector_plan<B>::template read<V>(p.b, i);
-    lanes<typename plan::value_type, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = Op{}(a.at[k], b.at[k]);
-    return out;
+    return each_lane<typename plan::value_type, V>([&](int k) { return Op{}(a.at[k], b.at[k]); });
   }
 };
 
@@ -171,10 +168,7 @@ struct vector_plan<select_plan<C, A, B>> {
     const auto condition = vector_plan<C>::template read<V>(p.condition, i);
     const auto a = vector_plan<A>::template read<V>(p.a, i);
     const auto b = vector_plan<B>::template read<V>(p.b, i);
-    lanes<typename plan::value_type, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = condition.at[k] ? a.at[k] : b.at[k];
-    return out;
+    return each_lane<typename plan::value_type, V>([&](int k) { return condition.at[k] ? a.at[k] : b.at[k]; });
   }
 };
 
@@ -201,10 +195,7 @@ struct vector_plan<gather_plan<R, A>> {
     const I at = p.map(i);
     if (p.map.inner_stride() != 0) return vector_plan<A>::template read<V>(p.a, at);
     const typename plan::value_type value = p.a(at);
-    lanes<typename plan::value_type, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.at[k] = value;
-    return out;
+    return each_lane<typename plan::value_type, V>([&](int) { return value; });
   }
 };
 
@@ -223,14 +214,19 @@ struct vector_plan<slice_plan<A>> {
   }
 };
 
-/// Whether `plan` into out[0, n) can run on elementwise_vector_kernel: a plan of known nodes, n
-/// whole runs, out aligned to 16 bytes and every node's runs contiguous.
+/// Whether a plan of this type into T may run on elementwise_vector_kernel at all: its nodes all
+/// known here, and a run wider than one element. The vector kernel is compiled only for those.
+template <class Plan, class T>
+inline constexpr bool may_take_runs = vector_plan<Plan>::supported && vector_width<T> > 1;
+
+/// Whether `plan` into out[0, n) runs on elementwise_vector_kernel: may_take_runs, n whole runs,
+/// out aligned to 16 bytes and every node's runs contiguous.
 template <class Plan, class T>
 bool runs_in_vectors(const Plan& plan, const T* out, index_t n) {
-  constexpr int v = vector_width<T>;
-  if constexpr (!vector_plan<Plan>::supported || v == 1) {
+  if constexpr (!may_take_runs<Plan, T>) {
     return false;
   } else {
+    constexpr int v = vector_width<T>;
     return n % v == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0 && vector_plan<Plan>::contiguous(plan, v);
   }
 }
