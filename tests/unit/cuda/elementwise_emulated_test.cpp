@@ -99,19 +99,6 @@ namespace {
 namespace backend = attn::cuda_backend;
 namespace op = attn::op;
 
-/// n numbers of T, different from one another where T allows, in a buffer aligned to 16 bytes
-/// with room for a misaligned view one element on.
-template <class T>
-struct host_data {
-  std::vector<T> values;
-  explicit host_data(index_t n, int seed) : values(std::size_t(n) + 16) {
-    for (std::size_t i = 0; i < values.size(); ++i)
-      values[i] = T(float((i * 37 + std::size_t(seed) * 11) % 97) / 8.0f - 6.0f);
-    REQUIRE(reinterpret_cast<std::uintptr_t>(values.data()) % 16 == 0);
-  }
-  const T* data() const { return values.data(); }
-};
-
 /// The map of a node [sizes] reading an operand through `strides` (index_map.cuh).
 template <std::size_t R>
 backend::index_map<R> map_of(std::array<index_t, R> sizes, std::array<index_t, R> strides) {
@@ -126,6 +113,17 @@ struct filled {
   T* data() const { return elements.get(); }
   T& operator[](std::size_t i) const { return elements[i]; }
 };
+
+/// n numbers of T, different from one another where T allows, aligned to 16 bytes, with room
+/// for a misaligned view one element on.
+template <class T>
+filled<T> numbers(index_t n, int seed) {
+  filled<T> x(n + 16, T{});
+  for (std::size_t i = 0; i < std::size_t(n) + 16; ++i)
+    x[i] = T(float((i * 37 + std::size_t(seed) * 11) % 97) / 8.0f - 6.0f);
+  REQUIRE(reinterpret_cast<std::uintptr_t>(x.data()) % 16 == 0);
+  return x;
+}
 
 template <class T>
 bool same_bits(const T& a, const T& b) {
@@ -169,7 +167,7 @@ void heads_permutes() {
   const std::string type = sizeof(T) == 2 ? "16-bit" : sizeof(T) == 4 ? "float" : "double";
   for (const index_t depth : {index_t{8}, index_t{16}, index_t{64}, index_t{12}}) {
     const index_t batch = 3, length = 5, heads = 4, n = batch * length * heads * depth;
-    const host_data<T> x(n, 1);
+    const auto x = numbers<T>(n, 1);
     const backend::leaf_plan<T> leaf{x.data()};
     const bool whole = depth % backend::vector_width<T> == 0;
     const std::string at = type + ", depth " + std::to_string(depth);
@@ -183,7 +181,8 @@ void heads_permutes() {
     // The split's values where they should be, not only as the other kernel has them.
     if (whole) {
       std::vector<T> out(static_cast<std::size_t>(n));
-      emulator::launch(backend::elementwise_vector_kernel<std::remove_cvref_t<decltype(split)>, T, std::uint32_t, backend::vector_width<T>>,
+      emulator::launch(backend::elementwise_vector_kernel<std::remove_cvref_t<decltype(split)>, T, std::uint32_t,
+                                                          backend::vector_width<T>>,
                        dim3(1), dim3(64), 0, split, out.data(), std::uint32_t(n / backend::vector_width<T>));
       bool right = true;
       for (index_t b = 0; b < batch; ++b)
@@ -191,7 +190,7 @@ void heads_permutes() {
           for (index_t l = 0; l < length; ++l)
             for (index_t d = 0; d < depth; ++d)
               right = right && same_bits(out[std::size_t(((b * heads + h) * length + l) * depth + d)],
-                                         x.values[std::size_t(((b * length + l) * heads + h) * depth + d)]);
+                                         x[std::size_t(((b * length + l) * heads + h) * depth + d)]);
       CHECK_MESSAGE(right, "split heads, " << at << ": an element away from its place");
     }
   }
@@ -201,7 +200,7 @@ template <class T>
 void broadcasts_slices_and_the_rest() {
   constexpr int v = backend::vector_width<T>;
   const index_t rows = 37, width = 8 * v, n = rows * width;
-  const host_data<T> a(n, 2), b(n, 3), row(width, 4), column(rows, 5);
+  const auto a = numbers<T>(n, 2), b = numbers<T>(n, 3), row = numbers<T>(width, 4), column = numbers<T>(rows, 5);
   const backend::leaf_plan<T> la{a.data()}, lb{b.data()}, lrow{row.data()}, lcolumn{column.data()};
   using leaf = backend::leaf_plan<T>;
   using gather = backend::gather_plan<2, leaf>;
@@ -236,19 +235,21 @@ void broadcasts_slices_and_the_rest() {
   // Select, comparisons (bool lanes), a cast, coordinates and dropout's mask.
   using compare = backend::binary_plan<op::greater, leaf, leaf>;
   using doubled = backend::binary_plan<op::multiply, leaf, backend::constant_plan<attn::accumulate_t<T>>>;
-  const backend::select_plan<compare, leaf, doubled> chosen{compare{la, lb}, la, doubled{lb, {attn::accumulate_t<T>(2)}}};
+  const backend::select_plan<compare, leaf, doubled> chosen{compare{la, lb}, la,
+                                                            doubled{lb, {attn::accumulate_t<T>(2)}}};
   check_runs<T>("a > b ? a : 2b", chosen, n, true);
   check_runs<bool>("a > b", compare{la, lb}, n, true);
   if constexpr (std::is_same_v<T, float>) {  // an integer select, which would compute both branches
-    const host_data<int> i(n, 7), j(n, 8);
+    const auto i = numbers<int>(n, 7), j = numbers<int>(n, 8);
     using integers = backend::leaf_plan<int>;
     using int_compare = backend::binary_plan<op::greater, integers, integers>;
     check_runs<int>("i > j ? i : j, integers",
-                    backend::select_plan<int_compare, integers, integers>{int_compare{{i.data()}, {j.data()}},
-                                                                           {i.data()}, {j.data()}},
+                    backend::select_plan<int_compare, integers, integers>{
+                        int_compare{{i.data()}, {j.data()}}, {i.data()}, {j.data()}},
                     n, false);
   }
-  check_runs<T>("float(a > b)", backend::unary_plan<op::cast<attn::accumulate_t<T>>, compare>{compare{la, lb}}, n, true);
+  check_runs<T>("float(a > b)", backend::unary_plan<op::cast<attn::accumulate_t<T>>, compare>{compare{la, lb}}, n,
+                true);
   using C = attn::accumulate_t<T>;
   const backend::dropout_mask_plan<C> mask{attn::dropout_draws<C>{attn::random_stream(9), 123, 0.25, C(1 / 0.75)}};
   check_runs<T>("a · dropout's mask", backend::binary_plan<op::multiply, leaf, backend::dropout_mask_plan<C>>{la, mask},
@@ -257,8 +258,9 @@ void broadcasts_slices_and_the_rest() {
     check_runs<T>("a + iota", backend::binary_plan<op::add, leaf, backend::iota_plan<C>>{la, {C(3)}}, n, true);
   // Float operands under a 16-bit result: 32-byte runs of the float, 16 of the result.
   if constexpr (attn::is_float16_storage<T>) {
-    const host_data<float> f(n, 6);
-    check_runs<T>("a + a float", backend::binary_plan<op::add, leaf, backend::leaf_plan<float>>{la, {f.data()}}, n, true);
+    const auto f = numbers<float>(n, 6);
+    check_runs<T>("a + a float", backend::binary_plan<op::add, leaf, backend::leaf_plan<float>>{la, {f.data()}}, n,
+                  true);
   }
 }
 
