@@ -853,6 +853,11 @@ inline unsigned atomicAdd(unsigned* p, unsigned value) {  // fibers switch only 
   *p = old + value;
   return old;
 }
+inline float atomicAdd(float* p, float value) {
+  const float old = *p;
+  *p = old + value;
+  return old;
+}
 inline unsigned long long atomicMin(unsigned long long* p, unsigned long long value) {
   const unsigned long long old = *p;
   *p = std::min(old, value);

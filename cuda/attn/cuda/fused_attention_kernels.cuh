@@ -259,6 +259,14 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
     if (c < p.d_k) d_q[(at.query_row + i) * p.d_k + c] = dq[c];
 }
 
+/// out[e] = sums[e] rounded to T, a thread an element: dQ from the float sums the tensor-core
+/// dK/dV kernel adds it into.
+template <class T>
+__global__ void rounded(const float* sums, T* out, index_t count) {
+  const index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < count) out[e] = T(sums[e]);
+}
+
 /// sums[e] = Σ_r rows[r · size + e] over every row in a fixed order (a block an element; its
 /// threads' strided sums combined by a fixed tree), added to sums[e] when `add`: the same bits
 /// every run.

@@ -118,6 +118,15 @@ struct fused_attention_launch {
     const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() &&
                                  tensor_core_bytes <= Runtime::shared_memory_limit() &&
                                  row_bytes * tensor_cores::gradient_slots <= row_gradient_limit;
+    // dQ summed by the dK/dV kernel with atomics (FlashAttention-2's backward) unless the caller
+    // asks for the same bits every run (p.deterministic) or the learned inputs want the dQ
+    // kernel's slots; it takes more shared memory than the dK/dV kernel alone.
+    std::size_t summing_bytes = 0;
+    with_head_width(p, [&](auto width) {
+      summing_bytes = std::size_t(tensor_cores::backward_keys_bytes<decltype(width)::value, true>);
+    });
+    const bool sums_queries = on_tensor_cores && !p.deterministic && inputs == 0 && rows * p.d_k > 0 &&
+                              summing_bytes <= Runtime::shared_memory_limit();
     const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
     const std::size_t sentence_bytes = row_bytes * std::size_t(slots);
     if (sentence_bytes > row_gradient_limit)
@@ -134,6 +143,26 @@ struct fused_attention_launch {
     A* const input_gradients = static_cast<A*>(row_gradients.get());
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
+      if constexpr (is_float16_storage<T>) {
+        if (sums_queries) {
+          // dK, dV and dQ's float sums in one kernel, then dQ rounded to T.
+          const std::size_t elements = static_cast<std::size_t>(rows * p.d_k);
+          const auto sums_owner = Runtime::scratch(elements * sizeof(float));
+          float* const sums = static_cast<float*>(sums_owner.get());
+          Runtime::zero(sums, elements * sizeof(float));
+          if (p.batch * p.kv_heads * p.keys > 0) {
+            constexpr int bytes = tensor_cores::backward_keys_bytes<D, true>;
+            const auto kernel = tensor_cores::backward_keys<D, T, Rule, M, true>;
+            Runtime::allow_shared_memory(kernel, bytes);
+            const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
+            Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
+                            log_sum_exp, dots, d_k, d_v, rule, modification, sums);
+          }
+          Runtime::launch(kernels::rounded<T>, dim3(blocks(index_t(elements), 256)), dim3(256), 0,
+                          static_cast<const float*>(sums), d_q, index_t(elements));
+          return;
+        }
+      }
       // dK and dV; then dQ, a group of sentences at a time.
       const auto keys_and_values = [&] {
         if constexpr (is_float16_storage<T>) {
@@ -143,7 +172,7 @@ struct fused_attention_launch {
             Runtime::allow_shared_memory(kernel, bytes);  // above 48 KiB a kernel must ask, on each device
             const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
             Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
-                            log_sum_exp, dots, d_k, d_v, rule, modification);
+                            log_sum_exp, dots, d_k, d_v, rule, modification, static_cast<float*>(nullptr));
             return;
           }
         }

@@ -6,8 +6,9 @@
 //              S's accumulators, P (the weights, rounded to T) fed to the second product from
 //              registers. Saves the rows' log-sum-exp.
 //   backward   a block a (sentence, key/value head, 64 keys), a warp 16 keys: Sᵀ = K·Qᵀ and
-//              dPᵀ = V·dOᵀ a 64-query tile at a time, dV += Pᵀ·dO and dK += dSᵀ·Q; then a block a
-//              (sentence, head, 64 queries) for dQ += dS·K. No atomics: the same bits every run.
+//              dPᵀ = V·dOᵀ a 64-query tile at a time, dV += Pᵀ·dO and dK += dSᵀ·Q, and dQ += dS·K
+//              added into float sums with atomics (FlashAttention-2's). Deterministic on request
+//              (the same bits every run): dQ then by a block a (sentence, head, 64 queries).
 // Each kernel double-buffers the tiles it walks through in dynamic shared memory: the next one
 // is copied asynchronously (async_copy.cuh) while the tensor cores work on the current one.
 // Scores are float; the masks (padding, causal, a rule, a bias), a variant's score modification
@@ -502,19 +503,85 @@ template <int D>
 inline constexpr int query_stage_elements = 2 * tile_rows * stride<D> + 4 * tile_rows;
 
 /// Shared memory of backward_keys: the block's keys and values, then two stages, the next query
-/// tile landing while the block works on the current one.
-template <int D>
-inline constexpr int backward_keys_bytes = (2 * tile_rows * stride<D> + 2 * query_stage_elements<D>) * 2;
+/// tile landing while the block works on the current one; when it sums dQ too, the tile's score
+/// gradients dSᵀ after them ([block_rows][stride<tile_rows>]).
+template <int D, bool sums_queries = false>
+inline constexpr int backward_keys_bytes =
+    (2 * tile_rows * stride<D> + 2 * query_stage_elements<D> + (sums_queries ? block_rows * stride<tile_rows> : 0)) * 2;
+
+/// Columns of dQ a warp of backward_keys sums at a time: 32 (16 floats a lane), so that its
+/// accumulators fit beside dK's and dV's at D = 128.
+inline constexpr int query_gradient_columns = 32;
+
+/// Adds x and y to the floats at `at` and after it (columns c and c + 1 of a row: c + 1 only when
+/// `both`): one 8-byte atomic where the GPU has them (compute capability 9.0) and `at` is 8-byte
+/// aligned (`pair_aligned`), two 4-byte ones elsewhere.
+__device__ inline void add_two(float* at, float x, float y, bool both, bool pair_aligned) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (both && pair_aligned) {
+    atomicAdd(reinterpret_cast<float2*>(at), float2{x, y});
+    return;
+  }
+#endif
+  (void)pair_aligned;
+  atomicAdd(at, x);
+  if (both) atomicAdd(at + 1, y);
+}
+
+/// dQ of a query tile from backward_keys' block: the warp's 16 queries (16·warp …) of dS·K over
+/// the block's keys, dS from `d_scores` (dSᵀ, [keys][queries]) and K from `keys` ([keys][D]),
+/// added into `sums` ([·, width] from the tile's first query; rows below `count`, columns below
+/// `width`), query_gradient_columns columns at a time.
+template <class T, int D>
+__device__ inline void add_query_gradients(float* sums, index_t count, index_t width, const std::uint16_t* d_scores,
+                                           const std::uint16_t* keys) {
+  constexpr int SQ = stride<tile_rows>, columns = D < query_gradient_columns ? D : query_gradient_columns;
+  const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
+  mma::fragment_a d_score[block_rows / 16];  // dS for the warp's queries, 16 keys a fragment
+#pragma unroll
+  for (int c = 0; c < block_rows / 16; ++c) mma::load_a_transposed(d_score[c], d_scores + c * 16 * SQ + warp * 16, SQ);
+  const index_t rows[2] = {warp * 16 + g, warp * 16 + g + 8};
+  const bool pair_aligned = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(sums) % 8 == 0;
+#pragma unroll 1
+  for (int first = 0; first < D && first < width; first += columns) {
+    float dq[columns / 8][4] = {};
+#pragma unroll
+    for (int c = 0; c < block_rows / 16; ++c)
+#pragma unroll
+      for (int d = 0; d < columns / 8; d += 2) {
+        mma::fragment_b left, right;
+        mma::load_b_transposed(left, right, keys + c * 16 * stride<D> + first + d * 8, stride<D>);
+        mma::multiply_add<T>(dq[d], d_score[c], left);
+        mma::multiply_add<T>(dq[d + 1], d_score[c], right);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (rows[r] >= count) continue;
+#pragma unroll
+      for (int d = 0; d < columns / 8; ++d) {
+        const index_t column = first + d * 8 + 2 * t;
+        if (column < width)
+          add_two(sums + rows[r] * width + column, dq[d][2 * r], dq[d][2 * r + 1], column + 1 < width, pair_aligned);
+      }
+    }
+  }
+}
 
 /// dK and dV of 64 keys of one key/value head, over every query of the heads that read them.
-template <int D, class T, class Rule, class M>
+/// With `sums_queries` (FlashAttention-2's backward), dQ too: each query tile's dQ += dS·K over the
+/// block's keys, added with atomics into `d_q_sums` (float, [rows, d_k], zeroed before), which
+/// saves the dQ kernel's two products a tile (S and dP again) for one; the sums' order, and so
+/// their last bits, then depend on the order the blocks finish in.
+template <int D, class T, class Rule, class M, bool sums_queries = false>
 __global__ void __launch_bounds__(warps * 32)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
-                  const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification) {
+                  const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification,
+                  float* d_q_sums) {
   constexpr int S = stride<D>, tile = tile_rows * S;
   std::uint16_t* const keys = dynamic_shared_memory<std::uint16_t>();
   std::uint16_t* const values = keys + tile;
   std::uint16_t* const stages = values + tile;  // [2][queries, d_outs, log-sum-exps, dots]
+  std::uint16_t* const d_scores = stages + 2 * query_stage_elements<D>;  // [keys][queries], sums_queries
 
   const index_t b = blockIdx.z, kv_head = blockIdx.y, first_key = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
@@ -626,8 +693,24 @@ __global__ void __launch_bounds__(warps * 32)
                            dot, nullptr);
       });
     }
+    if constexpr (sums_queries) {
+      // scale · dSᵀ, rounded to T as the dK product takes it, into shared memory, the warp's 16
+      // keys a row each: lane (g, t) holds queries 2t, 2t + 1 of each 8 (conflict-free stores).
+      constexpr int SQ = stride<tile_rows>;
+#pragma unroll
+      for (int n = 0; n < tile_rows / 8; ++n) {
+        std::uint16_t* const at = d_scores + (warp * 16 + g) * SQ + n * 8 + 2 * t;
+        mma::store_pair(at, mma::pack<T>(d_weights[n][0], d_weights[n][1]));
+        mma::store_pair(at + 8 * SQ, mma::pack<T>(d_weights[n][2], d_weights[n][3]));
+      }
+    }
     multiply_add_tile<T, D>(dv, scores, d_outs);      // dV += Pᵀ·dO
     multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
+    if constexpr (sums_queries) {
+      __syncthreads();  // every warp's dSᵀ rows are in (the next step's barrier keeps them until read)
+      add_query_gradients<T, D>(d_q_sums + ((b * p.heads + h) * p.queries + query) * p.d_k, p.queries - query, p.d_k,
+                                d_scores, keys);
+    }
   }
   const float unscaled[2] = {1, 1};
   store_rows<T, D>(d_k, kv_row, p.d_k, dk, rows, p.keys, unscaled);

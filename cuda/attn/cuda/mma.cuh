@@ -83,6 +83,17 @@ __device__ inline std::uint32_t pair(const std::uint16_t* at) {
 #endif
 }
 
+/// Stores `both` (two 16-bit numbers, the lower one first) at `at` in shared memory, 4-byte aligned.
+__device__ inline void store_pair(std::uint16_t* at, std::uint32_t both) {
+#if defined(ATTN_CUDA_EMULATOR)
+  if (reinterpret_cast<std::uintptr_t>(at) % 4 != 0)
+    throw cuda_emulator::kernel_error("attn::cuda_backend::mma::store_pair: a 32-bit store to an address not 4-byte aligned");
+  std::memcpy(at, &both, sizeof both);
+#else
+  *reinterpret_cast<std::uint32_t*>(at) = both;
+#endif
+}
+
 /// The A fragment of the 16 × 16 tile at `x` (row-major, `stride` numbers a row, 4-byte aligned).
 __device__ inline void load_a(fragment_a& a, const std::uint16_t* x, int stride) {
   const int g = group(), t = in_group();
@@ -90,6 +101,26 @@ __device__ inline void load_a(fragment_a& a, const std::uint16_t* x, int stride)
   a[1] = pair(x + (g + 8) * stride + 2 * t);
   a[2] = pair(x + g * stride + 2 * t + 8);
   a[3] = pair(x + (g + 8) * stride + 2 * t + 8);
+}
+
+/// The A fragment of the 16 × 16 tile Aᵀ at `x`: x holds column k of A as its row k (A[m][k] at
+/// x[k · stride + m], as a warp's Sᵀ accumulators, stored row by row, hold S): ldmatrix
+/// transposes the four 8 × 8 blocks as it loads them. Rows 16-byte aligned.
+__device__ inline void load_a_transposed(fragment_a& a, const std::uint16_t* x, int stride) {
+  const int lane = int(threadIdx.x % 32);
+  // Lane l gives the address of row l % 8 of block l / 8: blocks (k 0–7, m 0–7), (k 0–7, m 8–15),
+  // (k 8–15, m 0–7), (k 8–15, m 8–15), which .trans hands lane (g, t) as A's (g, 2t…), (g + 8,
+  // 2t…), (g, 2t + 8…), (g + 8, 2t + 8…).
+  const std::uint16_t* row = x + (lane / 16 * 8 + lane % 8) * stride + (lane / 8) % 2 * 8;
+#if defined(ATTN_CUDA_EMULATOR)
+  cuda_emulator::ptx::ldmatrix_x4<true>(a, row);
+#else
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(address)
+               : "memory");
+#endif
 }
 
 /// The B fragment of the 16 × 8 tile Bᵀ at `x`: x holds column n of B as its row n (B[k][n] at

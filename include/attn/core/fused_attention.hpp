@@ -36,6 +36,9 @@ struct fused_attention_problem {
   double dropout = 0;  // on the attention weights (not the paper's: §5.4 drops sublayer outputs)
   random_stream dropout_stream{};
   std::uint64_t dropout_start = 0;
+  // The backward's dQ without atomics: the same bits every run, at the cost of a second kernel
+  // on a GPU's tensor cores (fused_attention_launch.cuh). The CPU's is deterministic either way.
+  bool deterministic = false;
 
   /// The factor weight (b, h, i, j) is multiplied by: 0 or 1 / (1 − dropout).
   ATTN_HOST_DEVICE double kept(index_t b, index_t h, index_t i, index_t j) const {
@@ -196,8 +199,9 @@ struct unmodified {};
 ///       log_sum_exp −∞ (the unfused path, which adds a finite `masked` to hidden scores,
 ///       averages every value there).
 ///   backward(problem, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, rule)
-///       the gradients of Σ d_out ⊙ out with respect to q, k and v, overwritten; deterministic
-///       (the same bits whatever the threads).
+///       the gradients of Σ d_out ⊙ out with respect to q, k and v, overwritten; the same bits
+///       every run when problem.deterministic (a backend may otherwise add dQ with atomics, as
+///       the GPU's tensor-core kernels do; the CPU's is deterministic either way).
 /// Both take a score modification last (a variant's, evaluated a score at a time; `unmodified`
 /// by default): the score of query i and key j in head h of sentence b becomes
 /// modification(c, scale · q·k) + bias, c = {b, h, i, j} (i the query's index, not its
