@@ -93,6 +93,10 @@ options parse(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"automatic", "fused", "unfused"}))
       ->group(model);
+  app.add_flag("--deterministic", o.deterministic,
+               "the same bits every run on one GPU: the fused attention's backward sums dQ in a kernel of its own "
+               "instead of with atomics (slower; docs/fused-attention.md). The CPU's is deterministic anyway")
+      ->group(model);
 
   auto* optimisation = "Optimisation";
   app.add_option("--batch-tokens", o.batch_tokens, "padded tokens a side in a batch (paper: ~25000, for GPUs)")

@@ -35,6 +35,7 @@ struct options {
   std::string positions;  // "sinusoidal", "learned" or "none"; empty: the preset's
   std::string attention = "scaled";  // the attention variant, NAME[:ARG] (examples/common/variants.hpp)
   std::string attention_path = "automatic";  // fused, unfused or automatic (nn::attention_path)
+  bool deterministic = false;  // fused attention's backward without atomics (nn::context::deterministic)
 
   // Optimisation (§5.2, §5.3).
   long batch_tokens = 25000;  // padded tokens a side per batch; the paper's value, meant for GPUs

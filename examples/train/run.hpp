@@ -168,6 +168,7 @@ int run(session& s) {
       const auto b = train::make_batch(s.valid_examples, s.valid_batches[i], pad, bos, eos);
       nn::context ctx = nn::inference();
       ctx.path = attention_path;
+      ctx.deterministic = o.deterministic;
       const auto logits = model(ctx, to_device<Device>(b.source), to_device<Device>(b.target_in));
       const auto l = train::cross_entropy(nullptr, logits, to_device<Device>(b.target_out), o.label_smoothing, pad);
       smoothed += l.smoothed;
@@ -239,7 +240,7 @@ int run(session& s) {
     for (std::size_t j = 0; j < mine.size(); ++j) {
       auto stream = dropout_stream(o.seed, state.batches_seen + std::uint64_t(rank) * std::uint64_t(o.accumulate) + j);
       grad::tape tape;
-      const nn::context ctx{&tape, &stream, nullptr, attention_path};
+      const nn::context ctx{&tape, &stream, nullptr, attention_path, o.deterministic};
       // The logits go out of scope with the loss: the tape keeps their gradient only until the
       // output projection's step has read it, and their value not at all.
       const auto l = [&] {

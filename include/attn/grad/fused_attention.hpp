@@ -35,6 +35,12 @@ struct weight_dropout {
   random_stream* stream = nullptr;
 };
 
+/// How fused attention's backward may order its sums: `fastest` lets a device add dQ with
+/// atomics (the GPU's tensor-core kernels, FlashAttention-2's schedule: dQ's last bits then vary
+/// from run to run), `deterministic` asks for the same bits every run (on a GPU a second kernel
+/// for dQ; docs/fused-attention.md). The CPU's backward is deterministic either way.
+enum class fused_backward { fastest, deterministic };
+
 /// A score modification: f(s, x₀, x₁, …) an elementwise expression of the scaled scores s
 /// [batch, heads, queries, keys] and of the variables x (which it may broadcast, and combine with
 /// coordinates: attn::index_along). Called on the kernel's placeholder for s and the inputs'
@@ -219,7 +225,8 @@ auto over_pairs(const F& allowed, index_t positions, index_t keys, accumulate_t<
 /// softmax over the visible keys of scale · q·kᵀ, modified (grad::modify_scores) when a
 /// modification is given, + bias (an additive mask [B, Q, K] shared by the heads), times v:
 /// q [B, H, Q, DK], k [B, G, K, DK], v [B, G, K, DV] with G key/value heads shared by H / G query
-/// heads each, and `dropout` on the weights. Returns [B, H, Q, DV].
+/// heads each, and `dropout` on the weights; `backward` says whether the gradients must be the
+/// same bits every run. Returns [B, H, Q, DV].
 template <class T, class B, class H, class Q, class G, class K, class DK, class DV, class Device,
           class Rule = every_pair, class Modification = unmodified>
 variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<T, shape<B, H, Q, DK>, Device>& q,
@@ -229,7 +236,8 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
                                                         std::type_identity_t<accumulate_t<T>> scale,
                                                         std::type_identity_t<const tensor<T, shape<B, Q, K>, Device>*> bias = nullptr,
                                                         Rule rule = {}, const Modification& modification = {},
-                                                        weight_dropout dropout = {}) {
+                                                        weight_dropout dropout = {},
+                                                        fused_backward backward = fused_backward::fastest) {
   static_assert(!H::is_static || !G::is_static || H::extent % G::extent == 0,
                 "attn::grad::fused_attention: the query heads must be a multiple of the key/value heads");
   check_common_extents("attn::grad::fused_attention", q.extents(), k.extents());
@@ -251,6 +259,7 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
   p.key_lengths = visible.key_lengths ? visible.key_lengths->data() : nullptr;
   p.causal = visible.causal;
   p.first_query = visible.first_query;
+  p.deterministic = backward == fused_backward::deterministic;
   if (dropout.stream != nullptr && dropout.p > 0) {
     if (dropout.p >= 1)
       throw std::invalid_argument("attn::grad::fused_attention: dropout must be below 1, got " + std::to_string(dropout.p));

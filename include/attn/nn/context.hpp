@@ -69,6 +69,7 @@ struct context {
   random_stream* dropout = nullptr;       // dropout's numbers; null turns dropout off
   attention_record* attention = nullptr;  // keeps every attention's weights when set
   attention_path path = attention_path::automatic;
+  bool deterministic = false;  // the same bits every run: fused attention's backward without atomics
 };
 
 /// Inference: no tape, no dropout; activations are freed as soon as they are used.

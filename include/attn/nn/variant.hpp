@@ -278,6 +278,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
         // into its query positions, and key_visibility must not add it again.
         const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
         const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
+        const auto backward = ctx.deterministic ? grad::fused_backward::deterministic : grad::fused_backward::fastest;
         const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {
           if constexpr (detail::can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
             if (modifies) {
@@ -289,12 +290,13 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                         grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
                           return policy->modify(s, first_query, x...);
                         }, in...),
-                        on_weights);
+                        on_weights, backward);
                   },
                   detail::modification_inputs(variant, ctx));
             }
           }
-          return grad::fused_attention(ctx.tape, q, k, v, visible, scale, bias, rule, unmodified{}, on_weights);
+          return grad::fused_attention(ctx.tape, q, k, v, visible, scale, bias, rule, unmodified{}, on_weights,
+                                       backward);
         };
         const auto* mask_bias = mask.kernel_form() ? nullptr : &mask.bias();
         if constexpr (detail::has_kernel_rule<V>) {
