@@ -35,6 +35,7 @@ struct sizes {
   double dropout = 0;   // on the weights, from a fixed stream
   bool empty = false;   // with padded: the last sentence has no keys (rows with nothing to see)
   modification modified = modification::none;
+  bool learns = true;  // with `modified`: its inputs want gradients (without, a GPU sums dQ with atomics)
   std::optional<attn::key_band> band = {};  // a rule (restricted attention's), with no modification
   bool band_as_expression = false;  // the band given as an expression (grad::pair_rule)
 
@@ -44,6 +45,7 @@ struct sizes {
            std::to_string(d_v) + (causal ? " causal" : "") + (first_query ? " from " + std::to_string(first_query) : "") +
            (padded ? " padded" : "") + (biased ? " bias" : "") + (dropout > 0 ? " dropout" : "") + (empty ? " empty" : "") +
            (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "") +
+           (modified != modification::none && !learns ? " frozen" : "") +
            (band ? " band " + std::to_string(band->first) + ".." + std::to_string(band->last) : "") +
            (band_as_expression ? " as an expression" : "");
   }
@@ -71,6 +73,21 @@ inline auto band_expression(const sizes& z) {
       [&](const auto& query, const auto& key) { return abs(key - query - middle) <= half; }, z.first_query + z.queries,
       z.keys)};
 }
+
+/// Whether the backward must give the same bits every run (fused_attention_problem::
+/// deterministic): on a GPU's tensor cores the dQ kernel instead of dQ summed with atomics by the
+/// dK/dV kernel. Set for a scope by deterministic_while.
+inline bool& deterministic() {
+  static bool on = false;
+  return on;
+}
+struct deterministic_while {
+  bool before = deterministic();
+  explicit deterministic_while(bool on) { deterministic() = on; }
+  ~deterministic_while() { deterministic() = before; }
+  deterministic_while(const deterministic_while&) = delete;
+  deterministic_while& operator=(const deterministic_while&) = delete;
+};
 
 /// The output and every input's gradient (the modification's learned inputs' too; empty without).
 struct result {
@@ -107,7 +124,8 @@ result run(const sizes& z, unsigned seed) {
     if (bias_host.data()[i] < of(-1.6)) bias_host.data()[i] = of(-1e9);
   const auto per_head = random(extents<shape<H>>(z.heads), 0.1, 1);  // slopes in (0.1, 1), caps in (2, 5)
   grad::variable<T, shape<H>, Device> learned(
-      to_device<Device>(z.modified == modification::soft_cap ? random(extents<shape<H>>(z.heads), 2, 5) : per_head), true);
+      to_device<Device>(z.modified == modification::soft_cap ? random(extents<shape<H>>(z.heads), 2, 5) : per_head),
+      z.learns);
   tensor<index_t, shape<B>, cpu> lengths_host(extents<shape<B>>(z.batch));
   for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = z.padded && b == z.batch - 1 ? (z.empty ? 0 : (z.keys + 1) / 2) : z.keys;
 
@@ -122,6 +140,7 @@ result run(const sizes& z, unsigned seed) {
   const auto scale = accumulate_t<T>(1 / std::sqrt(double(z.d_k)));
   const auto* b = z.biased ? &bias : nullptr;
   const grad::weight_dropout dropout{z.dropout, &stream};
+  const auto backward = deterministic() ? grad::fused_backward::deterministic : grad::fused_backward::fastest;
   const auto first = accumulate_t<T>(z.first_query);
   const auto alibi = [first](const auto& s, const auto& slopes) {
     return s - broadcast_like(slopes, s) * abs(index_along<Q>(s, first) - index_along<K>(s));
@@ -132,15 +151,17 @@ result run(const sizes& z, unsigned seed) {
   const auto out = [&] {
     if constexpr (takes_rule_expressions<T>) {
       if (z.band_as_expression)
-        return grad::fused_attention(&t, q, k, v, visible, scale, b, band_expression(z), unmodified{}, dropout);
+        return grad::fused_attention(&t, q, k, v, visible, scale, b, band_expression(z), unmodified{}, dropout,
+                                     backward);
     }
     return z.modified == modification::alibi
-          ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(alibi, learned), dropout)
+          ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(alibi, learned), dropout,
+                                  backward)
       : z.modified == modification::soft_cap
           ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(soft_cap, learned),
-                                  dropout)
-      : z.band ? grad::fused_attention(&t, q, k, v, visible, scale, b, *z.band, unmodified{}, dropout)
-               : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout);
+                                  dropout, backward)
+      : z.band ? grad::fused_attention(&t, q, k, v, visible, scale, b, *z.band, unmodified{}, dropout, backward)
+               : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout, backward);
   }();
   out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
   t.replay();
@@ -150,7 +171,7 @@ result run(const sizes& z, unsigned seed) {
     return std::vector<double>(host.data(), host.data() + host.size());
   };
   return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad()),
-          z.modified == modification::none ? std::vector<double>{} : doubles(learned.grad())};
+          z.modified == modification::none || !z.learns ? std::vector<double>{} : doubles(learned.grad())};
 }
 
 /// run_kernel's modification: none.
@@ -212,9 +233,10 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
   p.batch = z.batch, p.heads = z.heads, p.kv_heads = z.kv_heads, p.queries = z.queries, p.keys = z.keys;
   p.d_k = z.d_k, p.d_v = z.d_v, p.scale = 1 / std::sqrt(double(z.d_k));
   p.key_lengths = lengths_d, p.causal = z.causal, p.first_query = z.first_query;
+  p.deterministic = deterministic();
   if (z.dropout > 0) p.dropout = z.dropout, p.dropout_stream = random_stream(11, 123);
   const T* b = z.biased ? bias_d : nullptr;
-  const bool modified = z.modified != modification::none;
+  const bool modified = z.modified != modification::none, learning = modified && z.learns;
   std::vector<A> learned;
   for (index_t h = 0; modified && h < z.heads; ++h)
     learned.push_back(A(z.modified == modification::soft_cap ? 2 + 1.5 * (1 + u(generator)) : 0.55 + 0.45 * u(generator)));
@@ -224,7 +246,7 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
   const auto call = [&](auto rule) {
     fused_attention<Device>::forward(p, q_d, k_d, v_d, b, out_d, lse_d, rule, m);
     fused_attention<Device>::backward(p, q_d, k_d, v_d, b, out_d, r_d, lse_d, d_q_d, d_k_d, d_v_d, rule, m,
-                                      modified ? d_learned_d : nullptr);
+                                      learning ? d_learned_d : nullptr);
   };
   if constexpr (std::is_same_v<Make, no_modification>) {
     if (z.band_as_expression) {
@@ -244,7 +266,7 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
     return std::vector<double>(host.begin(), host.end());
   };
   result got{doubles(out_d, out_size), doubles(d_q_d, q_size), doubles(d_k_d, k_size), doubles(d_v_d, v_size),
-             modified ? doubles(d_learned_d, z.heads) : std::vector<double>{}};
+             learning ? doubles(d_learned_d, z.heads) : std::vector<double>{}};
   for (void* x : {static_cast<void*>(q_d), static_cast<void*>(k_d), static_cast<void*>(v_d), static_cast<void*>(r_d),
                   static_cast<void*>(bias_d), static_cast<void*>(lengths_d), static_cast<void*>(out_d),
                   static_cast<void*>(lse_d), static_cast<void*>(d_q_d), static_cast<void*>(d_k_d),
@@ -284,6 +306,9 @@ inline std::vector<sizes> cases() {
                  .padded = true, .dropout = 0.2, .modified = soft_cap});
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1000, .keys = 1000, .d_k = 64, .d_v = 64,
                  .causal = true, .modified = soft_cap});
+  // ALiBi with fixed slopes: modified, nothing to learn (a GPU sums dQ with atomics, as unmodified).
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = 64, .d_v = 64,
+                 .causal = true, .padded = true, .modified = alibi, .learns = false});
   // Restricted attention's band (key_band): the kernels walk only the tiles it reaches.
   all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 257, .keys = 257, .d_k = 64, .d_v = 64,
                  .padded = true, .band = attn::key_band{-20, 20}});

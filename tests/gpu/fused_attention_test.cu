@@ -4,8 +4,9 @@
 // on tensor cores, fused_attention_tensor_cores.cuh), for the cases of fused_attention_case.hpp;
 // dropout draws the same numbers on both; score modifications with learned inputs (ALiBi, a
 // soft cap) compare the inputs' gradients too; bands of keys as key_band and, in float and
-// bfloat16, as expressions (grad::pair_rule: the rule's plan asked a pair at a time). The GPU kernels are deterministic: two runs give the
-// same bits. Float gradients to 1e-5 relative: at 1000 keys the
+// bfloat16, as expressions (grad::pair_rule: the rule's plan asked a pair at a time). The GPU
+// kernels give the same bits every run but for dQ on tensor cores, summed with atomics unless the
+// backward is asked to be deterministic: that one too. Float gradients to 1e-5 relative: at 1000 keys the
 // two sum in different orders (a thread a row against Eigen's blocked products).
 #include "gpu_test.cuh"
 
@@ -27,6 +28,10 @@ namespace {
 
 using namespace gpu_test;
 
+/// Every case on the GPU against the CPU, twice with the fastest backward (on tensor cores dQ
+/// summed with atomics: its bits may differ between the runs, the other results' may not) and
+/// twice with the deterministic one (every bit the same, and dK, dV and the output the fastest
+/// backward's bits: the same code computes them).
 template <class T>
 void compare(const std::vector<fused_case::result>& cpu, double tolerance, const std::string& type) {
   const auto cases = fused_case::cases();
@@ -34,6 +39,14 @@ void compare(const std::vector<fused_case::result>& cpu, double tolerance, const
   settle("fused attention " + type);
   const auto again = fused_case::run_all<T, attn::cuda>();
   settle("fused attention " + type + ", again");
+  std::vector<fused_case::result> exact, exact_again;
+  {
+    const fused_case::deterministic_while deterministic(true);
+    exact = fused_case::run_all<T, attn::cuda>();
+    settle("fused attention " + type + ", deterministic");
+    exact_again = fused_case::run_all<T, attn::cuda>();
+    settle("fused attention " + type + ", deterministic again");
+  }
   for (std::size_t c = 0; c < cases.size(); ++c) {
     if (!fused_case::runs<T>(cases[c])) continue;
     const std::string name = "fused " + type + " " + cases[c].str();
@@ -42,14 +55,20 @@ void compare(const std::vector<fused_case::result>& cpu, double tolerance, const
     const part members[] = {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
                             &fused_case::result::d_v, &fused_case::result::d_modification};
     for (int m = 0; m < 5; ++m) {
-      const double error = fused_case::relative(gpu[c].*members[m], cpu[c].*members[m]);
       // A learned input's gradient is one sum over a head's every score, whose terms largely
       // cancel (a softmax's gradient sums to 0 along a row): ten times the others' tolerance.
       const double allowed = m == 4 ? 10 * tolerance : tolerance;
-      char detail[64];
-      std::snprintf(detail, sizeof detail, "relative error %.2e", error);
-      expect(error < allowed, name + " " + parts[m], detail);
-      expect(gpu[c].*members[m] == again[c].*members[m], name + " " + parts[m] + " deterministic");
+      for (const std::vector<fused_case::result>* run : {&gpu, static_cast<const decltype(gpu)*>(&exact)}) {
+        const double error = fused_case::relative((*run)[c].*members[m], cpu[c].*members[m]);
+        char detail[64];
+        std::snprintf(detail, sizeof detail, "relative error %.2e", error);
+        expect(error < allowed, name + " " + parts[m] + (run == &exact ? ", deterministic" : ""), detail);
+      }
+      expect(exact[c].*members[m] == exact_again[c].*members[m], name + " " + parts[m] + " deterministic");
+      if (m != 1) {
+        expect(gpu[c].*members[m] == again[c].*members[m], name + " " + parts[m] + " the same bits every run");
+        expect(gpu[c].*members[m] == exact[c].*members[m], name + " " + parts[m] + " the deterministic backward's bits");
+      }
     }
   }
 }
