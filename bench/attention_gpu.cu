@@ -1,7 +1,8 @@
 // Attention on the GPU at the FlashAttention-3 paper's protocol: batch × length = 16 k tokens,
 // hidden size 2048 (head dim 64 → 32 heads, 128 → 16), causal and not. Times attn's fused
 // kernels (cuda/attn/cuda/fused_attention.cuh, called directly as the model's grad layer calls
-// them; in bf16 on CUDA cores and on tensor cores, whichever is the default first) and, up to
+// them; in bf16 on CUDA cores and on tensor cores, whichever is the default first, and on tensor
+// cores with the deterministic backward too: its cost over dQ summed with atomics) and, up to
 // --unfused-max, the unfused path through the grad layer (Q·Kᵀ and P·V by
 // cuBLAS, a masked softmax, the [batch, heads, n, n] scores in memory), forward and forward +
 // backward, with CUDA events: warm-up runs, then the median of timed runs. One JSON line a
@@ -133,7 +134,7 @@ void print(const measurement& m) {
 /// The fused kernels, called as grad::fused_attention calls them.
 template <class T, class Rule = every_pair>
 measurement fused(const std::string& type, index_t batch, index_t heads, index_t n, index_t d, bool causal,
-                  int repeat, const std::string& path = "fused", Rule rule = {}) {
+                  int repeat, const std::string& path = "fused", Rule rule = {}, bool deterministic = false) {
   const std::size_t size = static_cast<std::size_t>(batch * heads * n * d);
   T* q = upload(random_host<T>(size, 1));
   T* k = upload(random_host<T>(size, 2));
@@ -149,6 +150,7 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
   p.batch = batch, p.heads = heads, p.kv_heads = heads, p.queries = n, p.keys = n, p.d_k = d, p.d_v = d;
   p.scale = 1 / std::sqrt(double(d));
   p.causal = causal;
+  p.deterministic = deterministic;
   const T* const no_bias = nullptr;
   measurement m{path, type, n, batch, heads, d, causal, 0, 0};
   m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse, rule); });
@@ -263,6 +265,11 @@ void lengths(const options& o, const std::string& type) {
           tensor_cores::enabled() = on_tensor_cores;
           const std::string cores = on_tensor_cores ? " tensor cores" : " cuda cores";
           print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat, "fused" + cores));
+          // The deterministic backward's cost: on tensor cores dQ by a kernel of its own rather
+          // than summed with atomics by the dK/dV kernel (the CUDA-core kernels always do so).
+          if (on_tensor_cores)
+            print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
+                           "fused" + cores + " deterministic", every_pair{}, true));
           if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi" + cores));
           if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));
         }
