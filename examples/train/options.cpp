@@ -94,8 +94,9 @@ options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"automatic", "fused", "unfused"}))
       ->group(model);
   app.add_flag("--deterministic", o.deterministic,
-               "the same bits every run on one GPU: the fused attention's backward sums dQ in a kernel of its own "
-               "instead of with atomics (slower; docs/fused-attention.md). The CPU's is deterministic anyway")
+               "with --attention-path fused on a GPU in bf16 or fp16, the same bits every run: the fused attention's "
+               "backward sums dQ in a kernel of its own instead of with atomics (slower; docs/fused-attention.md). "
+               "Everything else, and the CPU, is deterministic anyway")
       ->group(model);
 
   auto* optimisation = "Optimisation";

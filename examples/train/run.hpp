@@ -168,7 +168,6 @@ int run(session& s) {
       const auto b = train::make_batch(s.valid_examples, s.valid_batches[i], pad, bos, eos);
       nn::context ctx = nn::inference();
       ctx.path = attention_path;
-      ctx.deterministic = o.deterministic;
       const auto logits = model(ctx, to_device<Device>(b.source), to_device<Device>(b.target_in));
       const auto l = train::cross_entropy(nullptr, logits, to_device<Device>(b.target_out), o.label_smoothing, pad);
       smoothed += l.smoothed;

@@ -289,6 +289,7 @@ inline std::vector<sizes> cases() {
     }
   all.push_back({2, 4, 1, 70, 95, 64, 32, true, 25, false, true});  // multi-query, decoding-like shift, bias
   all.push_back({3, 2, 2, 65, 67, 40, 24, false, 0, true, true});   // odd head widths
+  all.push_back({2, 2, 2, 33, 40, 33, 20});                         // an odd d_k: dQ's last column alone
   all.push_back({2, 4, 2, 129, 129, 64, 64, true, 0, true, true, 0.2});   // dropout, bias, grouped heads
   all.push_back({2, 2, 2, 40, 100, 64, 64, true, 10, true});             // causal ends before the keys do
   all.push_back({2, 2, 1, 33, 33, 32, 32, false, 0, true, false, 0, true});  // a sentence with no keys

@@ -31,9 +31,12 @@ using namespace gpu_test;
 /// Every case on the GPU against the CPU, twice with the fastest backward (on tensor cores dQ
 /// summed with atomics: its bits may differ between the runs, the other results' may not) and
 /// twice with the deterministic one (every bit the same, and dK, dV and the output the fastest
-/// backward's bits: the same code computes them).
+/// backward's bits: the same code computes them). With `sums_dq` (tensor cores), the two
+/// backwards' dQ must differ somewhere, and in the case that reaches the kernels through grad
+/// (ALiBi's fixed slopes): proof that the choice gets there.
 template <class T>
-void compare(const std::vector<fused_case::result>& cpu, double tolerance, const std::string& type) {
+void compare(const std::vector<fused_case::result>& cpu, double tolerance, const std::string& type,
+             bool sums_dq = false) {
   const auto cases = fused_case::cases();
   const auto gpu = fused_case::run_all<T, attn::cuda>();
   settle("fused attention " + type);
@@ -47,9 +50,13 @@ void compare(const std::vector<fused_case::result>& cpu, double tolerance, const
     exact_again = fused_case::run_all<T, attn::cuda>();
     settle("fused attention " + type + ", deterministic again");
   }
+  int dq_differs = 0;
   for (std::size_t c = 0; c < cases.size(); ++c) {
     if (!fused_case::runs<T>(cases[c])) continue;
     const std::string name = "fused " + type + " " + cases[c].str();
+    dq_differs += gpu[c].d_q != exact[c].d_q;
+    if (sums_dq && cases[c].modified != fused_case::modification::none && !cases[c].learns)
+      expect(gpu[c].d_q != exact[c].d_q, name + " d_q: summed with atomics through grad, deterministic without");
     const char* parts[] = {"out", "d_q", "d_k", "d_v", "d_modification"};
     using part = std::vector<double> fused_case::result::*;
     const part members[] = {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
@@ -71,6 +78,9 @@ void compare(const std::vector<fused_case::result>& cpu, double tolerance, const
       }
     }
   }
+  if (sums_dq)
+    expect(dq_differs > 0, "fused " + type + ": d_q summed with atomics differs from the deterministic backward's",
+           std::to_string(dq_differs) + " cases differ");
 }
 
 /// `--races`: each kernel on the cases of at most 129 queries and keys, once, the outputs
@@ -86,7 +96,11 @@ int races() {
     ++seed;
     if (z.queries > 129 || z.keys > 129) continue;
     (void)fused_case::run_one<float, attn::cuda>(z, seed);
-    if (fused_case::runs<attn::bfloat16>(z)) (void)fused_case::run_one<attn::bfloat16, attn::cuda>(z, seed);
+    if (fused_case::runs<attn::bfloat16>(z)) {
+      (void)fused_case::run_one<attn::bfloat16, attn::cuda>(z, seed);  // dQ summed by the dK/dV kernel
+      const fused_case::deterministic_while deterministic(true);
+      (void)fused_case::run_one<attn::bfloat16, attn::cuda>(z, seed);  // the dQ kernel
+    }
     ++ran;
   }
   settle("fused attention, races");
@@ -125,8 +139,8 @@ int main(int argc, char** argv) {
     // and the outputs are rounded once more. A norm-wise error of about twice T's unit roundoff,
     // with a margin of 2 on top.
     tensor_cores::enabled() = true;
-    compare<attn::bfloat16>(cpu_bfloat16, std::ldexp(1.0, -7), "bfloat16 tensor cores");
-    compare<attn::float16>(cpu_float16, std::ldexp(1.0, -10), "float16 tensor cores");
+    compare<attn::bfloat16>(cpu_bfloat16, std::ldexp(1.0, -7), "bfloat16 tensor cores", true);
+    compare<attn::float16>(cpu_float16, std::ldexp(1.0, -10), "float16 tensor cores", true);
     tensor_cores::enabled() = tensor_cores_by_default;
   } catch (const std::exception& e) {
     fail("fused attention", e.what());

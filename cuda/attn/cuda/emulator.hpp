@@ -853,6 +853,8 @@ inline unsigned atomicAdd(unsigned* p, unsigned value) {  // fibers switch only 
   *p = old + value;
   return old;
 }
+// Blocks run one after another in a fixed order (or its reverse), so float sums by atomics come
+// out the same every run here, as they need not on a GPU.
 inline float atomicAdd(float* p, float value) {
   const float old = *p;
   *p = old + value;

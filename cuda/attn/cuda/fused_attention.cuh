@@ -3,8 +3,9 @@
 // mask_rule.cuh) and launches the kernels through fused_attention_launch.cuh: on CUDA cores
 // (fused_attention_kernels.cuh) in float, double, and bfloat16 and float16 widened to float, or,
 // for the 16-bit types when enabled, on tensor cores (fused_attention_tensor_cores.cuh). Head
-// dims up to 128, any lengths, padding, causal masks, a bias, grouped-query heads, dropout; no
-// atomics: the same bits every run.
+// dims up to 128, any lengths, padding, causal masks, a bias, grouped-query heads, dropout; the
+// same bits every run, but for dQ on tensor cores, summed with atomics unless the problem asks
+// for a deterministic backward.
 #pragma once
 
 #include <attn/core.hpp>

@@ -10,8 +10,8 @@
 //   allow_shared_memory(kernel, bytes)                    dynamic shared memory above 48 KiB
 //   shared_memory_limit()                                 the most a block of the device may ask for
 // A tensor-core kernel that needs more than the device's limit (dK/dV at head width 128 takes
-// 103 KiB; GPUs of compute capability 8.6, 8.9 and 12.x give a block 99) leaves that call to
-// the CUDA-core kernels.
+// 103 KiB, 112 with the dQ sums; GPUs of compute capability 8.6, 8.9 and 12.x give a block 99)
+// leaves that call to the CUDA-core kernels (the dQ sums alone: to the dQ kernel).
 // The modification M is already in device form (score_modification.cuh's, or
 // no_score_modification); both kinds of kernel evaluate it.
 #pragma once

@@ -24,7 +24,8 @@
 // Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
 // 2026-11-26, in a second run): on by default (`enabled`). The unmasked loops, the rows' counts,
 // whole-tile staging and fast_exp2 (2026-11-26, a seventh session) passed on an H100 on
-// 2026-11-28.
+// 2026-11-28. dQ summed by the dK/dV kernel (2026-11-28, a fourth session) has run on the
+// emulator alone: fused_attention_problem::deterministic takes the dQ kernel, which has passed.
 #pragma once
 
 #include <attn/core.hpp>
