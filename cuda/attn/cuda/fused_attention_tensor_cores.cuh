@@ -150,10 +150,13 @@ ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, index_t 
 
 /// Weight (b, h, i, j)'s dropout factor, out of line: the counter-based generator inlined at each
 /// of a lane's 32 weights a tile took 70 of the forward kernel's 250 registers at D = 128, even
-/// where dropout is off, and with them half its blocks a multiprocessor.
-ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(const fused_attention_problem& p, index_t b, index_t h,
-                                                          index_t i, index_t j) {
-  return float(p.kept(b, h, i, j));
+/// where dropout is off, and with them half its blocks a multiprocessor. The problem's members
+/// come as values: a reference to the problem, a kernel parameter, had every thread copy it to
+/// its stack (a 128-byte frame, whether or not dropout was on).
+ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(random_stream stream, std::uint64_t start, double dropout,
+                                                          index_t heads, index_t queries, index_t keys, index_t b,
+                                                          index_t h, index_t i, index_t j) {
+  return float(fused_attention_problem::kept_of(stream, start, dropout, heads, queries, keys, b, h, i, j));
 }
 
 /// Score (b, h, i, j) before any bias, from `scaled` (scale · q·k): the modification's of it.
@@ -419,7 +422,9 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
 #pragma unroll
       for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) scores[n][e] *= dropout_factor(p, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2);
+        for (int e = 0; e < 4; ++e)
+          scores[n][e] *= dropout_factor(p.dropout_stream, p.dropout_start, p.dropout, p.heads, p.queries, p.keys, b, h,
+                                         rows[e / 2], key + n * 8 + 2 * t + e % 2);
     }
 
     multiply_add_tile<T, D>(acc, scores, values);  // O += P·V

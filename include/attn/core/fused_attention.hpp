@@ -42,8 +42,14 @@ struct fused_attention_problem {
 
   /// The factor weight (b, h, i, j) is multiplied by: 0 or 1 / (1 − dropout).
   ATTN_HOST_DEVICE double kept(index_t b, index_t h, index_t i, index_t j) const {
+    return kept_of(dropout_stream, dropout_start, dropout, heads, queries, keys, b, h, i, j);
+  }
+  /// kept() from the members it reads, as values (a GPU kernel's out-of-line call).
+  ATTN_HOST_DEVICE static double kept_of(const random_stream& stream, std::uint64_t start, double dropout,
+                                         index_t heads, index_t queries, index_t keys, index_t b, index_t h,
+                                         index_t i, index_t j) {
     const auto n = static_cast<std::uint64_t>(((b * heads + h) * queries + i) * keys + j);
-    return dropout_stream.uniform(dropout_start + n) >= dropout ? 1.0 / (1.0 - dropout) : 0.0;
+    return stream.uniform(start + n) >= dropout ? 1.0 / (1.0 - dropout) : 0.0;
   }
 };
 
