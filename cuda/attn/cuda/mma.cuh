@@ -103,24 +103,36 @@ __device__ inline void load_a(fragment_a& a, const std::uint16_t* x, int stride)
   a[3] = pair(x + (g + 8) * stride + 2 * t + 8);
 }
 
+/// ldmatrix .x4: four 8 × 8 blocks of 16-bit numbers from shared memory, lane l giving the
+/// address of row l % 8 of block l / 8 (16-byte aligned); lane (g, t) receives in r[m] block m's
+/// row g, columns 2t, 2t + 1, or with `transposed` its column g, rows 2t, 2t + 1.
+template <bool transposed>
+__device__ inline void load_blocks(std::uint32_t (&r)[4], const std::uint16_t* row) {
+#if defined(ATTN_CUDA_EMULATOR)
+  cuda_emulator::ptx::ldmatrix_x4<transposed>(r, row);
+#else
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (transposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address)
+                 : "memory");
+#endif
+}
+
 /// The A fragment of the 16 × 16 tile Aᵀ at `x`: x holds column k of A as its row k (A[m][k] at
 /// x[k · stride + m], as a warp's Sᵀ accumulators, stored row by row, hold S): ldmatrix
 /// transposes the four 8 × 8 blocks as it loads them. Rows 16-byte aligned.
 __device__ inline void load_a_transposed(fragment_a& a, const std::uint16_t* x, int stride) {
   const int lane = int(threadIdx.x % 32);
-  // Lane l gives the address of row l % 8 of block l / 8: blocks (k 0–7, m 0–7), (k 0–7, m 8–15),
-  // (k 8–15, m 0–7), (k 8–15, m 8–15), which .trans hands lane (g, t) as A's (g, 2t…), (g + 8,
-  // 2t…), (g, 2t + 8…), (g + 8, 2t + 8…).
-  const std::uint16_t* row = x + (lane / 16 * 8 + lane % 8) * stride + (lane / 8) % 2 * 8;
-#if defined(ATTN_CUDA_EMULATOR)
-  cuda_emulator::ptx::ldmatrix_x4<true>(a, row);
-#else
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(address)
-               : "memory");
-#endif
+  // Blocks (k 0–7, m 0–7), (k 0–7, m 8–15), (k 8–15, m 0–7), (k 8–15, m 8–15), which .trans hands
+  // lane (g, t) as A's (g, 2t…), (g + 8, 2t…), (g, 2t + 8…), (g + 8, 2t + 8…).
+  load_blocks<true>(a, x + (lane / 16 * 8 + lane % 8) * stride + (lane / 8) % 2 * 8);
 }
 
 /// The B fragment of the 16 × 8 tile Bᵀ at `x`: x holds column n of B as its row n (B[k][n] at
@@ -138,18 +150,9 @@ __device__ inline void load_b_pair_from_rows(fragment_b& first, fragment_b& seco
   const int lane = int(threadIdx.x % 32);
   // Lane l gives the address of row l % 8 of block l / 8: blocks (n 0–7, k 0–7), (n 0–7, k 8–15),
   // (n 8–15, k 0–7), (n 8–15, k 8–15); without .trans lane (g, t) receives row g, columns 2t, 2t + 1.
-  const std::uint16_t* row = x + (lane / 16 * 8 + lane % 8) * stride + (lane / 8) % 2 * 8;
-#if defined(ATTN_CUDA_EMULATOR)
   std::uint32_t r[4];
-  cuda_emulator::ptx::ldmatrix_x4<false>(r, row);
+  load_blocks<false>(r, x + (lane / 16 * 8 + lane % 8) * stride + (lane / 8) % 2 * 8);
   first[0] = r[0], first[1] = r[1], second[0] = r[2], second[1] = r[3];
-#else
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(first[0]), "=r"(first[1]), "=r"(second[0]), "=r"(second[1])
-               : "r"(address)
-               : "memory");
-#endif
 }
 
 /// The B fragments of two 16 × 8 tiles side by side (columns 0–7 into `left`, 8–15 into `right`)
@@ -159,18 +162,9 @@ __device__ inline void load_b_transposed(fragment_b& left, fragment_b& right, co
   const int lane = int(threadIdx.x % 32);
   // Lane l gives the address of row l % 8 of block l / 8: blocks (k 0–7, n 0–7), (k 8–15, n 0–7),
   // (k 0–7, n 8–15), (k 8–15, n 8–15).
-  const std::uint16_t* row = x + ((lane / 8) % 2 * 8 + lane % 8) * stride + lane / 16 * 8;
-#if defined(ATTN_CUDA_EMULATOR)
   std::uint32_t r[4];
-  cuda_emulator::ptx::ldmatrix_x4<true>(r, row);
+  load_blocks<true>(r, x + ((lane / 8) % 2 * 8 + lane % 8) * stride + lane / 16 * 8);
   left[0] = r[0], left[1] = r[1], right[0] = r[2], right[1] = r[3];
-#else
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(left[0]), "=r"(left[1]), "=r"(right[0]), "=r"(right[1])
-               : "r"(address)
-               : "memory");
-#endif
 }
 
 }  // namespace attn::cuda_backend::mma
