@@ -110,21 +110,20 @@ struct fused_attention_launch {
     // not fit and one would, the backward runs on CUDA cores.
     constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
     const std::size_t row_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
-    std::size_t tensor_core_bytes = 0;  // the backward's kernels' dynamic shared memory, the larger
+    // The backward's kernels' dynamic shared memory (the larger), and the dK/dV kernel's when it
+    // sums dQ too.
+    std::size_t tensor_core_bytes = 0, summing_bytes = 0;
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
       tensor_core_bytes = std::size_t(std::max(tensor_cores::backward_keys_bytes<D>, tensor_cores::key_value_tiles_bytes<D>));
+      summing_bytes = std::size_t(tensor_cores::backward_keys_bytes<D, true>);
     });
     const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() &&
                                  tensor_core_bytes <= Runtime::shared_memory_limit() &&
                                  row_bytes * tensor_cores::gradient_slots <= row_gradient_limit;
     // dQ summed by the dK/dV kernel with atomics (FlashAttention-2's backward) unless the caller
     // asks for the same bits every run (p.deterministic) or the learned inputs want the dQ
-    // kernel's slots; it takes more shared memory than the dK/dV kernel alone.
-    std::size_t summing_bytes = 0;
-    with_head_width(p, [&](auto width) {
-      summing_bytes = std::size_t(tensor_cores::backward_keys_bytes<decltype(width)::value, true>);
-    });
+    // kernel's slots.
     const bool sums_queries = on_tensor_cores && !p.deterministic && inputs == 0 && rows * p.d_k > 0 &&
                               summing_bytes <= Runtime::shared_memory_limit();
     const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
