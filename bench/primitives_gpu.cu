@@ -153,23 +153,24 @@ void column_sums(const options& o, const std::string& type) {
 template <class T>
 void layer_norm_backward(const options& o, const std::string& type) {
   using C = accumulate_t<T>;
-  const index_t width = 512;
-  for (const index_t rows : o.rows) {
-    const auto dy = random_device<T>(rows, width, 2);
-    const auto x = random_device<T>(rows, width, 3);
-    const auto gain = random_device<T>(1, width, 4);
-    tensor<T, matrix, gpu> dx(rows, width);
-    tensor<T, matrix, gpu> gain_grad(1, width), bias_grad(1, width);
-    tensor<C, shape<rows_dim>, gpu> mean(rows), rstd(rows);
-    primitives<gpu>::fill(mean.data(), rows, C(0));
-    primitives<gpu>::fill(rstd.data(), rows, C(1));
-    // dy, x and dx: the rate's bytes (dy and x are read twice, the partials not counted).
-    const double bytes = 3.0 * double(rows * width) * sizeof(T);
-    report({"LayerNorm backward with gain and bias sums", type, rows, width, median_us(o.repeat, [&] {
-              primitives<gpu>::layer_norm_rows_backward(dx.data(), false, gain_grad.data(), bias_grad.data(), dy.data(),
-                                                        x.data(), mean.data(), rstd.data(), gain.data(), rows, width);
-            }), bytes});
-  }
+  for (const index_t width : {index_t{512}, index_t{1024}})  // base's and big's d_model
+    for (const index_t rows : o.rows) {
+      const auto dy = random_device<T>(rows, width, 2);
+      const auto x = random_device<T>(rows, width, 3);
+      const auto gain = random_device<T>(1, width, 4);
+      tensor<T, matrix, gpu> dx(rows, width);
+      tensor<T, matrix, gpu> gain_grad(1, width), bias_grad(1, width);
+      tensor<C, shape<rows_dim>, gpu> mean(rows), rstd(rows);
+      primitives<gpu>::fill(mean.data(), rows, C(0));
+      primitives<gpu>::fill(rstd.data(), rows, C(1));
+      // dy, x and dx: the rate's bytes (the partials not counted).
+      const double bytes = 3.0 * double(rows * width) * sizeof(T);
+      report({"LayerNorm backward with gain and bias sums", type, rows, width, median_us(o.repeat, [&] {
+                primitives<gpu>::layer_norm_rows_backward(dx.data(), false, gain_grad.data(), bias_grad.data(),
+                                                          dy.data(), x.data(), mean.data(), rstd.data(), gain.data(),
+                                                          rows, width);
+              }), bytes});
+    }
 }
 
 template <class T>

@@ -355,11 +355,22 @@ void log_softmax_rows(index_t rows, index_t width) {
   compare_guarded("log_softmax_rows " + tag, out, expected);
 }
 
-/// LayerNorm over rows [rows, width], forward and backward (dx written or added, or not asked
-/// for; the gain's and bias's gradients added to what they hold).
+/// x and dy of LayerNorm's backward one element past where they start on the device: not on
+/// 16 bytes, so that the GPU's kernel reads their rows a column at a time.
 template <class T>
-void layer_norm_rows(index_t rows, index_t width) {
-  const std::string tag = type_name<T>() + " " + sizes_text(rows, width);
+attn::tensor<T, list, device> upload_one_past(const attn::tensor<T, matrix, attn::cpu>& host) {
+  attn::tensor<T, list, attn::cpu> shifted(extents<list>(host.size() + 1));
+  shifted.data()[0] = T(0);
+  std::copy(host.data(), host.data() + host.size(), shifted.data() + 1);
+  return upload(shifted);
+}
+
+/// LayerNorm over rows [rows, width], forward and backward (dx written or added, or not asked
+/// for; the gain's and bias's gradients added to what they hold); with `misaligned`, the
+/// backward reads x and dy one element past 16 bytes.
+template <class T>
+void layer_norm_rows(index_t rows, index_t width, bool misaligned = false) {
+  const std::string tag = type_name<T>() + " " + sizes_text(rows, width) + (misaligned ? " misaligned" : "");
   using C = compute<T>;  // the rows' statistics
   const C epsilon = C(1e-6);
   const auto x = random_host<T>(extents<matrix>(rows, width), -2.0, 3.0);
@@ -395,6 +406,10 @@ void layer_norm_rows(index_t rows, index_t width) {
 
   const auto device_x = upload(x);
   const auto device_dy = upload(dy);
+  const auto x_one_past = upload_one_past(x);
+  const auto dy_one_past = upload_one_past(dy);
+  const T* const backward_x = misaligned ? x_one_past.data() + 1 : device_x.data();
+  const T* const backward_dy = misaligned ? dy_one_past.data() + 1 : device_dy.data();
   const auto device_gain = upload(gain);
   const auto device_bias = upload(bias);
   guarded<T, matrix> out(extents<matrix>(rows, width));
@@ -417,7 +432,7 @@ void layer_norm_rows(index_t rows, index_t width) {
     prims::fill(d_bias.view().data(), width, T(0.25));
     if (mode == 1) prims::fill(d_x.view().data(), rows * width, T(-1));
     prims::layer_norm_rows_backward(mode == 2 ? nullptr : d_x.view().data(), mode == 1, d_gain.view().data(),
-                                    d_bias.view().data(), device_dy.data(), device_x.data(), row_mean.view().data(),
+                                    d_bias.view().data(), backward_dy, backward_x, row_mean.view().data(),
                                     row_rstd.view().data(), device_gain.data(), rows, width);
     if (mode != 2) {
       std::vector<double> expected = dx;
@@ -431,7 +446,7 @@ void layer_norm_rows(index_t rows, index_t width) {
   // Only dx: the gain's and bias's gradients are not asked for.
   guarded<T, matrix> only(extents<matrix>(rows, width));
   prims::layer_norm_rows_backward(only.view().data(), false, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
-                                  device_dy.data(), device_x.data(), row_mean.view().data(), row_rstd.view().data(),
+                                  backward_dy, backward_x, row_mean.view().data(), row_rstd.view().data(),
                                   device_gain.data(), rows, width);
   compare_guarded("layer_norm_rows_backward dx only " + tag, only, dx);
 }
@@ -527,8 +542,15 @@ void all_of_type() {
   for (const index_t rows : {index_t{1}, index_t{5}})
     for (const index_t width : {index_t{1}, index_t{33}, index_t{4003}}) log_softmax_rows<T>(rows, width);
   // 4000: 250 blocks, 16 groups of blocks, the last of 10; 9001: more than 512 blocks of 16.
+  // The backward's runs of 16 bytes at 512 (a team of 64, 128 or 256 threads a row by the type);
+  // 1000: teams of 128 (16 bits), 256 (float) and two rounds of runs of 256 threads (double);
+  // 33 and the misaligned rows a column at a time; 40 000: 79 rows a block, two windows of 64
+  // (in one type: the emulator takes seconds a type).
   for (const index_t rows : {index_t{1}, index_t{17}, index_t{4000}, index_t{9001}})
     for (const index_t width : {index_t{1}, index_t{33}, index_t{512}}) layer_norm_rows<T>(rows, width);
+  layer_norm_rows<T>(17, 1000);
+  layer_norm_rows<T>(17, 512, true);
+  if constexpr (std::is_same_v<T, attn::bfloat16>) layer_norm_rows<T>(40000, 8);
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ __device__ __forceinline__ void copy_run(T* to, const T* from) {
 #if defined(ATTN_CUDA_EMULATOR)
   // What the GPU would fault on, the emulator reports.
   if (reinterpret_cast<std::uintptr_t>(to) % access != 0 || reinterpret_cast<std::uintptr_t>(from) % access != 0)
-    throw cuda_emulator::kernel_error("elementwise_vector_kernel: a run's access is not aligned to its width");
+    throw cuda_emulator::kernel_error("copy_run: a run's access is not aligned to its width");
   std::memcpy(static_cast<void*>(to), static_cast<const void*>(from), bytes);
 #else
   using word = std::conditional_t<

@@ -256,7 +256,7 @@ struct primitives<cuda> {
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 
-  /// One launch (layer_norm_backward_launch says its grid).
+  /// One launch (layer_norm_backward_launch says its grid), rows in runs of 16 bytes where they allow.
   template <class T>
   static void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
                                        const accumulate_t<T>* row_mean, const accumulate_t<T>* row_rstd, const T* gain,
@@ -267,10 +267,11 @@ struct primitives<cuda> {
     cuda_backend::scratch_ptr scratch = cuda_backend::allocate_scratch(launch.scratch_bytes);
     unsigned* counters = launch.counters(scratch.get(), width);
     if (counters) ATTN_CUDA_CHECK(cudaMemsetAsync(counters, 0, launch.counter_bytes(), cuda_backend::stream()));
-    cuda_backend::primitive_kernels::
-        layer_norm_rows_backward<<<unsigned(launch.blocks), block, 0, cuda_backend::stream()>>>(
-            dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
-            launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);
+    const auto kernel = cuda_backend::primitive_kernels::layer_norm_backward_kernel<T>(
+        cuda_backend::primitive_kernels::layer_norm_backward_run(width, dx, dy, in, gain));
+    kernel<<<unsigned(launch.blocks), block, 0, cuda_backend::stream()>>>(
+        dx, add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
+        launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);
     ATTN_CUDA_CHECK(cudaGetLastError());
   }
 

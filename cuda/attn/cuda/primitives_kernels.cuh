@@ -12,6 +12,7 @@
 #include <attn/core.hpp>
 
 #include "elementwise_kernel.cuh"
+#include "elementwise_vectors.cuh"
 
 #include <cstddef>
 #include <cstdint>
@@ -438,9 +439,34 @@ __global__ void layer_norm_rows(T* out, C* row_mean, C* row_rstd, const T* in, c
   }
 }
 
+/// Sums each of N numbers (N a power of 2 up to 32) over the warp, and lane l gets the total of
+/// number l / (32 / N): halves of the numbers swapped between lane pairs, then a butterfly, in
+/// N − 1 + log2(32 / N) shuffles rather than 5N (8 numbers: 9 rather than 40).
+template <int N, class C>
+__device__ C warp_sum_each(C (&numbers)[N]) {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of 2 up to a warp");
+  const int lane = int(threadIdx.x) % 32;
+#pragma unroll
+  for (int count = N, offset = 16; count > 1; count /= 2, offset /= 2) {
+    const bool upper = (lane & offset) != 0;  // keeps the upper half, its pair the lower
+#pragma unroll
+    for (int i = 0; i < count / 2; ++i) {
+      const C kept = upper ? numbers[i + count / 2] : numbers[i];
+      const C sent = upper ? numbers[i] : numbers[i + count / 2];
+      numbers[i] = kept + __shfl_xor_sync(0xffffffffu, sent, offset);
+    }
+  }
+  C total = numbers[0];
+#pragma unroll
+  for (int offset = 16 / N; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+  return total;
+}
+
 /// Rows whose per-row sums a block holds in shared memory at a time (LayerNorm's backward pass).
 inline constexpr int layer_norm_rows_at_once = 64;
-/// Rows whose inputs a thread of LayerNorm's backward pass loads before it computes their dx.
+/// Rows whose inputs a thread of LayerNorm's backward pass loads before it computes their dx, a
+/// column at a time; in runs of 16 bytes, half as many (four made ptxas take 132 registers in
+/// bfloat16 and with them one block a multiprocessor, two take 95).
 inline constexpr int layer_norm_rows_in_flight = 4;
 
 /// Whether this block is the last of `arrivals` blocks to count on `counter`. What the block
@@ -483,21 +509,52 @@ struct layer_norm_backward_launch {
   std::size_t counter_bytes() const { return sizeof(unsigned) * std::size_t(groups + 1); }
 };
 
-/// LayerNorm's backward pass in one launch. Each block takes a run of rows: a warp a row for
-/// the row's mean(g) and mean(g ⊙ x̂), then a thread a column for dx and for the block's
-/// partial sums of the gain and bias gradients, written to `partial` [blocks, 2, width]. The
-/// last block of each group of 16 to finish adds the group's partials in block order, and the
-/// last group to finish adds the groups' sums in group order: no atomics on the sums, so the
-/// result does not depend on which block ran first. (One last block adding all 512 blocks'
-/// partials, as until 2026-11-27, read 2 048 of them a thread at width 512 while the rest of
-/// the GPU waited; now 64, then 128.)
-template <class T, class C = accumulate_t<T>>
+/// Threads that take a row together in LayerNorm's backward pass: a warp, or a power of 2 more
+/// up to the block, enough for the row's `runs` (layer_norm_backward_run), so that a row of 512
+/// bfloat16 numbers (64 runs of 8) keeps two warps busy and the block's other six take other rows.
+__host__ __device__ constexpr int layer_norm_row_threads(index_t runs) {
+  int threads = 32;
+  while (threads < block && threads < runs) threads *= 2;
+  return threads;
+}
+
+/// The run of columns LayerNorm's backward reads and writes at a time: 16 bytes of T
+/// (vector_width) where the width is a multiple of it and every array starts on 16 bytes, so
+/// that each row does too; 1 elsewhere. A warp's access then covers 512 bytes, not 64. A thread
+/// a column with 2-byte loads took 77 µs at [8 000, 1 024] in bf16 on an H100, five times its
+/// bytes' time, and with 4 rows in flight still 46.6 µs at [8 000, 512] on an H200 (2026-11-28,
+/// docs/benchmarks.md, "the fifth run").
+template <class T>
+int layer_norm_backward_run(index_t width, const T* dx, const T* dy, const T* in, const T* gain) {
+  constexpr int V = vector_width<T>;
+  const auto aligned = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };  // null: aligned
+  return width % V == 0 && aligned(dx) && aligned(dy) && aligned(in) && aligned(gain) ? V : 1;
+}
+
+/// LayerNorm's backward pass in one launch, its rows read in runs of V columns. Each block takes
+/// a run of rows, 64 at a time. Its threads form teams of layer_norm_row_threads, a team a row:
+/// first each row's mean(g) and mean(g ⊙ x̂) (each warp's share of a row, then the team's warps
+/// added in order), then, run after run of columns, dx and the team's sums of the gain and bias
+/// gradients over its rows, which the first team adds in team order into the block's partial
+/// sums, written to `partial` [blocks, 2, width]. The last block of each group of 16 to finish
+/// adds the group's partials in block order, and the last group to finish adds the groups' sums
+/// in group order: no atomics on the sums, so the result does not depend on which block ran
+/// first. (One last block adding all 512 blocks' partials, as until 2026-11-27, read 2 048 of
+/// them a thread at width 512 while the rest of the GPU waited; now 64, then 128.)
+template <class T, int V, class C = accumulate_t<T>>
 __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_grad, const T* dy, const T* in,
                                          const C* row_mean, const C* row_rstd, const T* gain, index_t rows,
                                          index_t width, index_t rows_a_block, C* partial, C* group_partial,
                                          unsigned* finished) {
-  __shared__ C g_mean[layer_norm_rows_at_once], gx_mean[layer_norm_rows_at_once];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  constexpr int F = V > 1 ? layer_norm_rows_in_flight / 2 : layer_norm_rows_in_flight;
+  __shared__ C row_parts[2][layer_norm_rows_at_once][warps_a_block];  // g's and g ⊙ x̂'s sums a warp
+  __shared__ C column_parts[2][block * V];                             // the gain's and bias's sums a thread
+  const index_t runs = (width + V - 1) / V;  // width / V where V > 1 (layer_norm_backward_run)
+  const int team_threads = layer_norm_row_threads(runs), teams = block / team_threads;
+  const int team = int(threadIdx.x) / team_threads, member = int(threadIdx.x) % team_threads;
+  const int lane = int(threadIdx.x) % 32;
+  // Rounds of a team's runs: the same for every thread, for the barriers inside.
+  const index_t run_rounds = (runs + team_threads - 1) / team_threads;
   const bool sums = gain_grad || bias_grad;
   const index_t first = static_cast<index_t>(blockIdx.x) * rows_a_block;
   const index_t end = first + rows_a_block < rows ? first + rows_a_block : rows;
@@ -507,68 +564,122 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
     for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = C{0};
   for (index_t at = first; at < end; at += layer_norm_rows_at_once) {
     const index_t stop = at + layer_norm_rows_at_once < end ? at + layer_norm_rows_at_once : end;
+    // A team's rows of this window: r0, r0 + teams, … F of them at a time, their loads first
+    // (dx's stores may alias the inputs for all the compiler knows, so a row at a time, each
+    // row waited a load latency).
+    const index_t team_first = at + team, team_step = index_t(teams) * F;
     if (dx) {
-      for (index_t r = at + warp; r < stop; r += warps_a_block) {
-        const C mean = row_mean[r], rstd = row_rstd[r];
-        C g_total = 0, gx_total = 0;
-        for (index_t c = lane; c < width; c += 32) {
-          const C g = mul_rn(C(dy[r * width + c]), C(gain[c]));  // rounded as in the dx loop below
-          g_total += g;
-          gx_total += g * ((C(in[r * width + c]) - mean) * rstd);
-        }
-        g_total = warp_reduce(g_total, plus{});
-        gx_total = warp_reduce(gx_total, plus{});
-        if (lane == 0) {
-          g_mean[r - at] = g_total / C(width);
-          gx_mean[r - at] = gx_total / C(width);
-        }
-      }
-    }
-    __syncthreads();
-    for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-      C gain_sum = 0, bias_sum = 0;
-      const C gain_c = dx ? C(gain[c]) : C(0);
-      // The loads of layer_norm_rows_in_flight rows before their arithmetic and stores: a row at
-      // a time, each row waited a load latency (dx's stores may alias the inputs for all the
-      // compiler knows), and LayerNorm's backward took 77 µs at [8000, 1024] in bf16 on an H100
-      // (2026-11-28), five times its bytes' time.
-      for (index_t r0 = at; r0 < stop; r0 += layer_norm_rows_in_flight) {
-        C x_in[layer_norm_rows_in_flight], d_in[layer_norm_rows_in_flight], dx_in[layer_norm_rows_in_flight],
-            mean_of[layer_norm_rows_in_flight], rstd_of[layer_norm_rows_in_flight];
+      for (index_t r0 = team_first; r0 < stop; r0 += team_step) {
+        C g_total[F] = {}, gx_total[F] = {}, mean_of[F] = {}, rstd_of[F] = {};
 #pragma unroll
-        for (int u = 0; u < layer_norm_rows_in_flight; ++u) {
-          const index_t r = r0 + u;
-          if (r < stop) {
-            x_in[u] = C(in[r * width + c]);
-            d_in[u] = C(dy[r * width + c]);
-            dx_in[u] = dx && add ? C(dx[r * width + c]) : C(0);
-            mean_of[u] = row_mean[r];
-            rstd_of[u] = row_rstd[r];
-          }
-        }
+        for (int u = 0; u < F; ++u)
+          if (r0 + u * teams < stop) mean_of[u] = row_mean[r0 + u * teams], rstd_of[u] = row_rstd[r0 + u * teams];
+        for (index_t j = member; j < runs; j += team_threads) {
+          alignas(16) T gain_run[V], x_run[F][V], d_run[F][V];
+          copy_run<V>(gain_run, gain + j * V);
 #pragma unroll
-        for (int u = 0; u < layer_norm_rows_in_flight; ++u) {
-          const index_t r = r0 + u;
-          if (r < stop) {
-            const C rstd = rstd_of[u];
-            const C x_hat = (x_in[u] - mean_of[u]) * rstd;
-            const C d = d_in[u];
-            gain_sum += d * x_hat;
-            bias_sum += d;
-            if (dx) {
-              // d·gain rounded on its own (no fused multiply-add): at width 1, g − mean(g) is then 0.
-              const C g = (mul_rn(d, gain_c) - g_mean[r - at] - x_hat * gx_mean[r - at]) * rstd;
-              dx[r * width + c] = T(add ? dx_in[u] + g : g);
+          for (int u = 0; u < F; ++u) {
+            const index_t r = r0 + u * teams;
+            if (r < stop) {
+              copy_run<V>(x_run[u], in + r * width + j * V);
+              copy_run<V>(d_run[u], dy + r * width + j * V);
             }
           }
+#pragma unroll
+          for (int u = 0; u < F; ++u)
+            if (r0 + u * teams < stop)
+#pragma unroll
+              for (int e = 0; e < V; ++e) {
+                const C g = mul_rn(C(d_run[u][e]), C(gain_run[e]));  // rounded as in the dx loop below
+                g_total[u] += g;
+                gx_total[u] += g * ((C(x_run[u][e]) - mean_of[u]) * rstd_of[u]);
+              }
         }
-      }
-      if (sums) {
-        gain_partial[c] += gain_sum;
-        bias_partial[c] += bias_sum;
+        C totals[2 * F];  // the warp's sums of the F rows: g's of row u at 2u, g ⊙ x̂'s at 2u + 1
+#pragma unroll
+        for (int u = 0; u < F; ++u) totals[2 * u] = g_total[u], totals[2 * u + 1] = gx_total[u];
+        const C total = warp_sum_each(totals);  // number lane / (32 / 2F) of them
+        const int number = lane / (32 / (2 * F));
+        const index_t r = r0 + number / 2 * teams;
+        if (lane % (32 / (2 * F)) == 0 && r < stop) row_parts[number % 2][r - at][member / 32] = total;
       }
     }
-    __syncthreads();
+    __syncthreads();  // the rows' sums are in; so are the zeroed partials, which other threads add to
+    for (index_t round = 0; round < run_rounds; ++round) {
+      const index_t j = member + round * team_threads;  // the thread's run
+      C gain_sum[V] = {}, bias_sum[V] = {};
+      if (j < runs) {
+        alignas(16) T gain_run[V] = {};
+        if (dx) copy_run<V>(gain_run, gain + j * V);
+        for (index_t r0 = team_first; r0 < stop; r0 += team_step) {
+          alignas(16) T x_run[F][V] = {}, d_run[F][V] = {}, dx_run[F][V] = {};
+          C mean_of[F] = {}, rstd_of[F] = {}, g_mean[F] = {}, gx_mean[F] = {};
+#pragma unroll
+          for (int u = 0; u < F; ++u) {
+            const index_t r = r0 + u * teams;
+            if (r < stop) {
+              copy_run<V>(x_run[u], in + r * width + j * V);
+              copy_run<V>(d_run[u], dy + r * width + j * V);
+              if (dx && add) copy_run<V>(dx_run[u], dx + r * width + j * V);
+              mean_of[u] = row_mean[r];
+              rstd_of[u] = row_rstd[r];
+              if (dx) {  // mean(g) and mean(g ⊙ x̂): the team's warps' sums in warp order
+                for (int w = 0; w < team_threads / 32; ++w)
+                  g_mean[u] += row_parts[0][r - at][w], gx_mean[u] += row_parts[1][r - at][w];
+                g_mean[u] /= C(width);
+                gx_mean[u] /= C(width);
+              }
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < F; ++u) {
+            const index_t r = r0 + u * teams;
+            if (r >= stop) break;
+            alignas(16) T out_run[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              const C rstd = rstd_of[u];
+              const C x_hat = (C(x_run[u][e]) - mean_of[u]) * rstd;
+              const C d = C(d_run[u][e]);
+              gain_sum[e] += d * x_hat;
+              bias_sum[e] += d;
+              if (dx) {
+                // d·gain rounded on its own (no fused multiply-add): at width 1, g − mean(g) is then 0.
+                const C g = (mul_rn(d, C(gain_run[e])) - g_mean[u] - x_hat * gx_mean[u]) * rstd;
+                out_run[e] = T(add ? C(dx_run[u][e]) + g : g);
+              }
+            }
+            if (dx) copy_run<V>(dx + r * width + j * V, out_run);
+          }
+        }
+      }
+      if (!sums) continue;
+      if (teams == 1) {
+        if (j < runs)
+#pragma unroll
+          for (int e = 0; e < V; ++e) gain_partial[j * V + e] += gain_sum[e], bias_partial[j * V + e] += bias_sum[e];
+        continue;
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        column_parts[0][threadIdx.x * V + e] = gain_sum[e];
+        column_parts[1][threadIdx.x * V + e] = bias_sum[e];
+      }
+      __syncthreads();
+      if (team == 0 && j < runs)
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          C gain_total = 0, bias_total = 0;
+          for (int other = 0; other < teams; ++other) {
+            gain_total += column_parts[0][(other * team_threads + member) * V + e];
+            bias_total += column_parts[1][(other * team_threads + member) * V + e];
+          }
+          gain_partial[j * V + e] += gain_total;
+          bias_partial[j * V + e] += bias_total;
+        }
+      if (round + 1 < run_rounds) __syncthreads();  // before the next round's sums take column_parts
+    }
+    if (at + layer_norm_rows_at_once < end) __syncthreads();  // before the next window's row and column sums
   }
   if (!sums) return;
   constexpr index_t blocks_a_group = layer_norm_backward_launch<C>::blocks_a_group;
@@ -595,6 +706,12 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
     if (gain_grad) gain_grad[c] = T(C(gain_grad[c]) + gain_total);
     if (bias_grad) bias_grad[c] = T(C(bias_grad[c]) + bias_total);
   }
+}
+
+/// layer_norm_rows_backward for T with its run (layer_norm_backward_run).
+template <class T, class C = accumulate_t<T>>
+auto layer_norm_backward_kernel(int run) {
+  return run == 1 ? &layer_norm_rows_backward<T, 1, C> : &layer_norm_rows_backward<T, vector_width<T>, C>;
 }
 
 /// A piece of one array in a multi-tensor launch: block b works on chunks[b].

@@ -178,7 +178,8 @@ struct primitives : attn::primitives<attn::cpu> {
     struct in_order {
       ~in_order() { emulator::blocks_in_reverse() = false; }
     } restore;
-    emulated::launch(kernels::layer_norm_rows_backward<T>, dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
+    emulated::launch(kernels::layer_norm_backward_kernel<T>(kernels::layer_norm_backward_run(width, dx, dy, in, gain)),
+                     dim3(unsigned(launch.blocks)), dim3(kernels::block), 0, dx,
                      add, gain_grad, bias_grad, dy, in, row_mean, row_rstd, gain, rows, width, launch.rows_a_block,
                      launch.partial(scratch.get()), launch.group_partial(scratch.get(), width), counters);
   }
