@@ -4,7 +4,8 @@
 // - a bias's gradient, Σ dy over the rows of [rows, width] (grad::linear, 96 of them in a base
 //   step): one thread a column, as every column ran until 2026-11-27
 //   (reduce_kernels::columns_kernel), and now (attn::sum, cut into chunks by reduce.cuh);
-// - LayerNorm's backward pass with its gain and bias sums, [rows, 512] (30 in a base step);
+// - LayerNorm's backward pass with its gain and bias sums, [rows, 512] and [rows, 1024] (30 in
+//   a base or big step);
 // - the embedding gradient (primitives::scatter_add_rows) of `rows` positions of a vocabulary
 //   of 8000, where one id in 25 is the same (every sentence's end), width 512;
 // - the generated elementwise kernel on a residual sum, c = a + b, a bias added along the rows,
@@ -12,14 +13,17 @@
 //   64, 25, 64]: rounds of elementwise_unroll elements a thread (ATTN_ELEMENTWISE_VECTORS=0), and
 //   runs of 16 bytes a thread (elementwise_vectors.cuh);
 // - the loss (primitives::cross_entropy, label smoothing 0.1) and its backward pass over
-//   [rows, --classes] logits, the vocabulary of the paper's English-German runs by default.
+//   [rows, --classes] logits, the vocabulary of the paper's English-German runs by default;
+// - attention's six products at sentences of 10 and 32 words (8 heads of 64), on attn's kernel
+//   for small products and on cuBLAS (ATTN_SMALL_PRODUCTS's switch, contract.cuh).
 // One JSON line a measurement, then a table: microseconds, and GB/s as the operand's bytes
 // (the bias gradient's dy; LayerNorm's dy, x and dx; the embedding gradient's rows, though its
 // time includes the sort; the elementwise kernel's operands and result, the bias left out; the
-// loss's logits and float probabilities, its backward pass's probabilities and gradient) over
-// the time: a rate to compare, not always the bytes moved.
+// loss's logits and float probabilities, its backward pass's probabilities and gradient; the
+// products' two operands and result) over the time: a rate to compare, not always the bytes
+// moved.
 //   primitives_gpu [--rows 8000,25000] [--widths 512,2048] [--types bf16,fp32] [--repeat 20]
-//                  [--kernels bias,layer_norm,embedding,elementwise,loss]
+//                  [--kernels bias,layer_norm,embedding,elementwise,loss,products]
 #include <attn/cuda/cuda.cuh>
 #include <attn/cuda/reduce_kernels.cuh>
 
@@ -54,7 +58,7 @@ tensor<T, matrix, gpu> random_device(index_t rows, index_t width, unsigned seed)
 }
 
 /// The kernels --kernels chooses among, in the order they run.
-const std::vector<std::string> every_kernel{"bias", "layer_norm", "embedding", "elementwise", "loss"};
+const std::vector<std::string> every_kernel{"bias", "layer_norm", "embedding", "elementwise", "loss", "products"};
 
 struct options {
   std::vector<index_t> rows{8000, 25000};
@@ -92,7 +96,7 @@ options parse(int argc, char** argv) {
           "  --rows N,N,...     positions of a batch (default 8000,25000)\n"
           "  --widths N,N,...   the bias gradients' and elementwise kernels' widths (default 512,2048)\n"
           "  --types T,T        bf16, fp32 (default both)\n"
-          "  --kernels K,K,...  bias, layer_norm, embedding, elementwise, loss (default all)\n"
+          "  --kernels K,K,...  bias, layer_norm, embedding, elementwise, loss, products (default all)\n"
           "  --classes N        the loss's vocabulary (default 37000)\n"
           "  --repeat N         timed runs, after 2 warm-up runs (default 20)");
       std::exit(0);
@@ -109,7 +113,7 @@ options parse(int argc, char** argv) {
   }
   for (const auto& k : o.kernels)
     if (std::ranges::find(every_kernel, k) == every_kernel.end())
-      throw std::invalid_argument("--kernels: bias, layer_norm, embedding, elementwise or loss, not " + k);
+      throw std::invalid_argument("--kernels: bias, layer_norm, embedding, elementwise, loss or products, not " + k);
   return o;
 }
 
@@ -263,6 +267,54 @@ void loss(const options& o, const std::string& type) {
   }
 }
 
+/// Attention's six products at sentences of 10 and 32 words, [rows / words, 8 heads, words, 64]
+/// an operand: attn's kernel for small products (small_products.cuh), then cuBLAS's batched GEMM.
+template <class T>
+void attention_products(const options& o, const std::string& type) {
+  using batch = dim<"batch">;
+  using heads = dim<"heads">;
+  using len = dim<"len">;
+  using src = dim<"src">;
+  using dk = dim<"d_k">;
+  using by_query = shape<batch, heads, len, dk>;
+  using by_key = shape<batch, heads, src, dk>;
+  using square = shape<batch, heads, len, src>;
+  constexpr index_t H = 8, D = 64;
+  for (const index_t rows : o.rows)
+    for (const index_t words : {index_t{10}, index_t{32}}) {
+      const index_t B = rows / words;
+      const auto tall_operand = [&](unsigned seed) { return random_device<T>(B * H * words, D, seed); };
+      const auto square_operand = [&](unsigned seed) { return random_device<T>(B * H * words, words, seed); };
+      const auto q_store = tall_operand(11), k_store = tall_operand(12), v_store = tall_operand(13),
+                 d_out_store = tall_operand(14), p_store = square_operand(15), ds_store = square_operand(16);
+      const tensor_view<const T, by_query, gpu> q(q_store.data(), extents<by_query>(B, H, words, D));
+      const tensor_view<const T, by_query, gpu> d_out(d_out_store.data(), extents<by_query>(B, H, words, D));
+      const tensor_view<const T, by_key, gpu> k(k_store.data(), extents<by_key>(B, H, words, D));
+      const tensor_view<const T, by_key, gpu> v(v_store.data(), extents<by_key>(B, H, words, D));
+      const tensor_view<const T, square, gpu> p(p_store.data(), extents<square>(B, H, words, words));
+      const tensor_view<const T, square, gpu> ds(ds_store.data(), extents<square>(B, H, words, words));
+      tensor<T, square, gpu> scores(B, H, words, words);
+      tensor<T, by_query, gpu> by_queries(B, H, words, D);
+      tensor<T, by_key, gpu> by_keys(B, H, words, D);
+      // Two [·, words, 64] operands and a [·, words, words] result, or the reverse.
+      const double bytes = double(B * H * words) * double(2 * D + words) * sizeof(T);
+      for (const bool small : {true, false}) {
+        cuda_backend::small_products::enabled() = small;
+        const auto time = [&](const std::string& what, const std::function<void()>& run) {
+          report({"attention " + what + ", " + std::to_string(words) + " words, " + (small ? "attn" : "cuBLAS"), type,
+                  rows, D, median_us(o.repeat, run), bytes});
+        };
+        time("Q·Kᵀ", [&] { scores = contract<dk>(q, k); });
+        time("dO·Vᵀ", [&] { scores = contract<dk>(d_out, v); });
+        time("P·V", [&] { by_queries = contract<src>(p, v); });
+        time("dS·K", [&] { by_queries = contract<src>(ds, k); });
+        time("Pᵀ·dO", [&] { by_keys = contract<len>(p, d_out); });
+        time("dSᵀ·Q", [&] { by_keys = contract<len>(ds, q); });
+      }
+      cuda_backend::small_products::enabled() = true;
+    }
+}
+
 template <class T>
 void all(const options& o, const std::string& type) {
   const auto wanted = [&](const char* kernel) { return std::ranges::find(o.kernels, kernel) != o.kernels.end(); };
@@ -271,6 +323,7 @@ void all(const options& o, const std::string& type) {
   if (wanted("embedding")) embedding_gradient<T>(o, type);
   if (wanted("elementwise")) elementwise<T>(o, type);
   if (wanted("loss")) loss<T>(o, type);
+  if (wanted("products")) attention_products<T>(o, type);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Contractions (cuBLAS) against host loops: the four transpose layouts with and without batch
+// Contractions (cuBLAS, and attn's kernel for small ones) against host loops: the four transpose layouts with and without batch
 // dimensions, attention's Q·Kᵀ and P·V, operands that need a temporary, several free
 // dimensions, size-1 and empty contracted dimensions, contractions inside elementwise trees, and
 // products with a bias (and ReLU) epilogue; bfloat16 and float16 operands on tensor cores,
@@ -24,11 +24,14 @@ using cols = attn::dim<"cols">;
 using inner = attn::dim<"inner">;
 using dk8 = attn::dim<"d_k8", 8>;
 
+/// Which road small products take this round (contract.cuh): attn's kernel or cuBLAS.
+std::string road;
+
 template <class T>
 std::string type_name() {
-  if constexpr (std::is_same_v<T, attn::bfloat16>) return "bfloat16";
-  else if constexpr (std::is_same_v<T, attn::float16>) return "float16";
-  else return std::is_same_v<T, float> ? "float" : "double";
+  if constexpr (std::is_same_v<T, attn::bfloat16>) return "bfloat16" + road;
+  else if constexpr (std::is_same_v<T, attn::float16>) return "float16" + road;
+  else return (std::is_same_v<T, float> ? "float" : "double") + road;
 }
 
 /// Σ_k f(k) for k in [0, n).
@@ -332,23 +335,39 @@ void affine_epilogues(index_t M, index_t N, index_t K) {
 int main() {
   if (const int skip = skip_without_device(); skip != 0) return skip;
   try {
-    for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {1, 17, 5},
-                                  {64, 1, 3}, {130, 67, 257}}) {
-      layouts<float>(m, n, k);
-      layouts<double>(m, n, k);
+    // Every product twice: small ones (cuda/attn/cuda/small_products.cuh) on attn's kernel, then
+    // on cuBLAS; larger ones on cuBLAS both times.
+    for (const bool small : {true, false}) {
+      attn::cuda_backend::small_products::enabled() = small;
+      road = small ? "" : " (cuBLAS)";
+      for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {1, 17, 5},
+                                    {64, 1, 3}, {130, 67, 257}}) {
+        layouts<float>(m, n, k);
+        layouts<double>(m, n, k);
+      }
+      batched_layouts<float>(3, 13, 7, 29);
+      batched_layouts<double>(3, 13, 7, 29);
+      batched_layouts<float>(1, 5, 1, 8);
+      batched_layouts<double>(5, 1, 9, 1);
+      attention_products<float>(2, 3, 7, 5, 8);
+      attention_products<double>(2, 3, 7, 5, 8);
+      attention_products<float>(3, 1, 1, 9, 16);  // one query: a decoder step
+      attention_products<float>(1, 8, 33, 65, 64);
+      other_forms<float>();
+      other_forms<double>();
+      aliasing<float>();
+      aliasing<double>();
+      for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {64, 1, 3}, {128, 256, 64}}) {
+        layouts<attn::bfloat16>(m, n, k);
+        layouts<attn::float16>(m, n, k);
+      }
+      batched_layouts<attn::bfloat16>(3, 13, 7, 29);
+      attention_products<attn::bfloat16>(2, 3, 7, 5, 8);
+      attention_products<attn::bfloat16>(40, 8, 10, 12, 64);  // a few words, d_k 64: 320 small products
+      attention_products<attn::float16>(1, 8, 33, 65, 64);
     }
-    batched_layouts<float>(3, 13, 7, 29);
-    batched_layouts<double>(3, 13, 7, 29);
-    batched_layouts<float>(1, 5, 1, 8);
-    batched_layouts<double>(5, 1, 9, 1);
-    attention_products<float>(2, 3, 7, 5, 8);
-    attention_products<double>(2, 3, 7, 5, 8);
-    attention_products<float>(3, 1, 1, 9, 16);  // one query: a decoder step
-    attention_products<float>(1, 8, 33, 65, 64);
-    other_forms<float>();
-    other_forms<double>();
-    aliasing<float>();
-    aliasing<double>();
+    attn::cuda_backend::small_products::enabled() = true;
+    road.clear();
     for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {2, 17, 5}, {128, 256, 64},
                                   {130, 67, 257}}) {
       affine_epilogues<float>(m, n, k);
@@ -357,14 +376,9 @@ int main() {
     // 16-bit operands (GemmEx, cuBLASLt on tensor cores); k ≤ 64 keeps float's error in the
     // sums under the comparison's slack.
     for (const auto& [m, n, k] : {std::array<index_t, 3>{13, 7, 29}, {1, 1, 1}, {64, 1, 3}, {128, 256, 64}}) {
-      layouts<attn::bfloat16>(m, n, k);
-      layouts<attn::float16>(m, n, k);
       affine_epilogues<attn::bfloat16>(m, n, k);
       affine_epilogues<attn::float16>(m, n, k);
     }
-    batched_layouts<attn::bfloat16>(3, 13, 7, 29);
-    attention_products<attn::bfloat16>(2, 3, 7, 5, 8);
-    attention_products<attn::float16>(1, 8, 33, 65, 64);
   } catch (const std::exception& error) {
     fail("contract tests", std::string("threw: ") + error.what());
   }

@@ -19,6 +19,7 @@
 
 #include "elementwise.cuh"
 #include "memory.cuh"
+#include "small_products.cuh"
 
 namespace attn::cuda_backend {
 
@@ -140,6 +141,19 @@ inline cublasStatus_t gemm_strided_batched(cublasHandle_t handle, cublasOperatio
                                    stride_b, beta, c, ldc, stride_c, batches);
 }
 
+/// small_products::multiply's launch, its types through std::type_identity_t as
+/// launch_elementwise's (elementwise.cuh): spelled through the expression's `value_type`, they
+/// reach nvcc's host stub in a syntax g++ rejects.
+template <class In, class Out>
+void small_product(const In* a, const In* b, Out* c, index_t batches, index_t m, index_t n, index_t k,
+                   bool a_transposed, bool b_transposed) {
+  const small_products::staging<In> layout(m, n, k);
+  small_products::multiply<std::type_identity_t<In>, std::type_identity_t<Out>>
+      <<<unsigned((batches + small_products::warps - 1) / small_products::warps), small_products::warps * 32,
+         layout.block_bytes(), stream()>>>(a, b, c, batches, m, n, k, a_transposed, b_transposed);
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
 /// cuBLAS takes sizes as int.
 inline int blas_int(index_t value, const char* what) {
   if (value > INT_MAX)
@@ -152,7 +166,10 @@ inline int blas_int(index_t value, const char* what) {
 
 /// Evaluates `contraction` (an expr::contract) into dst: C[b] (m x n) = A[b] (m x k) B[b]
 /// (k x n) for every batch b, all row-major. Operands of 16 bits are multiplied on tensor
-/// cores with float accumulation; dst then holds 16 bits or float.
+/// cores with float accumulation; dst then holds 16 bits or float. Small products of 16 bits or
+/// float (small_products::suits: attention's at sentences of a few words) go to a kernel of
+/// attn's own instead of cuBLAS, accumulated in float all the same (in float too where
+/// tf32_products() lets cuBLAS round to TF32).
 template <class T, class S, class E>
 void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
   using V = std::remove_const_t<T>;
@@ -173,6 +190,12 @@ void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
 
   const auto a = detail::prepare_operand<typename form::a_rows_k, typename form::a_k_rows>(contraction.a);
   const auto b = detail::prepare_operand<typename form::b_k_cols, typename form::b_cols_k>(contraction.b);
+  if constexpr (small_products::takes<In>) {
+    if (small_products::enabled() && small_products::suits<In>(m, n, k)) {
+      detail::small_product(a.data, b.data, dst.data(), batches, m, n, k, a.transposed, b.transposed);
+      return;
+    }
+  }
 
   // cuBLAS is column-major, and a row-major m x n matrix is a column-major n x m one: so
   // compute Cᵀ = Bᵀ Aᵀ. Row-major B (k x n) read column-major is already Bᵀ (op N, ld n);
