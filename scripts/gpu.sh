@@ -25,6 +25,10 @@
 #                                       (ATTN_ELEMENTWISE_VECTORS=0) against runs of 16 bytes a thread,
 #                                       ATTN_GPU_VECTORS=PRESET-PRECISION-WORDS,... (default
 #                                       base-bf16-8,big-bf16-8)
+#   ATTN_GPU_BENCH=...,small            also attn-train with small products on cuBLAS
+#                                       (ATTN_SMALL_PRODUCTS=0) against attn's kernel,
+#                                       ATTN_GPU_SMALL=PRESET-PRECISION-WORDS,... (default
+#                                       base-bf16-8,big-bf16-8,base-bf16-60)
 #   ATTN_GPU_BENCH=...,profile          also each kernel's time in two steps of attn-train bf16
 #                                       under Nsight Compute (bench/kernel_times.py); not in all;
 #                                       ATTN_GPU_PROFILE_CONFIGS=base,big: those presets (default base),
@@ -399,6 +403,15 @@ if [[ ,$benchmarks, == *,vectors,* ]]; then
   trainer_pairs vectors "${ATTN_GPU_VECTORS:-base-bf16-8,big-bf16-8}" \
     "elements=ATTN_ELEMENTWISE_VECTORS=0" "runs=ATTN_ELEMENTWISE_VECTORS=1"
   bench_lines+=("elementwise runs: $report/vectors.txt")
+fi
+
+if [[ ,$benchmarks, == *,small,* ]]; then
+  # Attention's products at a few words on cuBLAS against attn's kernel for small products
+  # (cuda/attn/cuda/small_products.cuh), in whole training steps.
+  heading "benchmark: attn-train, small products on cuBLAS against attn's kernel"
+  trainer_pairs small "${ATTN_GPU_SMALL:-base-bf16-8,big-bf16-8,base-bf16-60}" \
+    "cublas=ATTN_SMALL_PRODUCTS=0" "attn=ATTN_SMALL_PRODUCTS=1"
+  bench_lines+=("small products: $report/small.txt")
 fi
 
 if wants nccl; then
