@@ -300,16 +300,19 @@ void attention_products(const options& o, const std::string& type) {
       const double bytes = double(B * H * words) * double(2 * D + words) * sizeof(T);
       for (const bool small : {true, false}) {
         cuda_backend::small_products::enabled() = small;
-        const auto time = [&](const std::string& what, const std::function<void()>& run) {
-          report({"attention " + what + ", " + std::to_string(words) + " words, " + (small ? "attn" : "cuBLAS"), type,
-                  rows, D, median_us(o.repeat, run), bytes});
+        // [m, k] by [k, n]: the road the product takes (float's larger ones stay on cuBLAS).
+        const auto time = [&](const std::string& what, index_t m, index_t n, index_t k,
+                              const std::function<void()>& run) {
+          const bool attn_kernel = small && cuda_backend::small_products::suits<T>(m, n, k);
+          report({"attention " + what + ", " + std::to_string(words) + " words, " + (attn_kernel ? "attn" : "cuBLAS"),
+                  type, rows, D, median_us(o.repeat, run), bytes});
         };
-        time("Q·Kᵀ", [&] { scores = contract<dk>(q, k); });
-        time("dO·Vᵀ", [&] { scores = contract<dk>(d_out, v); });
-        time("P·V", [&] { by_queries = contract<src>(p, v); });
-        time("dS·K", [&] { by_queries = contract<src>(ds, k); });
-        time("Pᵀ·dO", [&] { by_keys = contract<len>(p, d_out); });
-        time("dSᵀ·Q", [&] { by_keys = contract<len>(ds, q); });
+        time("Q·Kᵀ", words, words, D, [&] { scores = contract<dk>(q, k); });
+        time("dO·Vᵀ", words, words, D, [&] { scores = contract<dk>(d_out, v); });
+        time("P·V", words, D, words, [&] { by_queries = contract<src>(p, v); });
+        time("dS·K", words, D, words, [&] { by_queries = contract<src>(ds, k); });
+        time("Pᵀ·dO", words, D, words, [&] { by_keys = contract<len>(p, d_out); });
+        time("dSᵀ·Q", words, D, words, [&] { by_keys = contract<len>(ds, q); });
       }
       cuda_backend::small_products::enabled() = true;
     }

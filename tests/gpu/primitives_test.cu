@@ -544,13 +544,16 @@ void all_of_type() {
   // 4000: 250 blocks, 16 groups of blocks, the last of 10; 9001: more than 512 blocks of 16.
   // The backward's runs of 16 bytes at 512 (a team of 64, 128 or 256 threads a row by the type);
   // 1000: teams of 128 (16 bits), 256 (float) and two rounds of runs of 256 threads (double);
-  // 33 and the misaligned rows a column at a time; 40 000: 79 rows a block, two windows of 64
-  // (in one type: the emulator takes seconds a type).
+  // 33 and the misaligned rows a column at a time; 40 000: 79 rows a block, two windows of 64,
+  // in runs and a column at a time (in one type: the emulator takes seconds a case).
   for (const index_t rows : {index_t{1}, index_t{17}, index_t{4000}, index_t{9001}})
     for (const index_t width : {index_t{1}, index_t{33}, index_t{512}}) layer_norm_rows<T>(rows, width);
   layer_norm_rows<T>(17, 1000);
   layer_norm_rows<T>(17, 512, true);
-  if constexpr (std::is_same_v<T, attn::bfloat16>) layer_norm_rows<T>(40000, 8);
+  if constexpr (std::is_same_v<T, attn::bfloat16>) {
+    layer_norm_rows<T>(40000, 8);
+    layer_norm_rows<T>(40000, 8, true);
+  }
 }
 
 }  // namespace

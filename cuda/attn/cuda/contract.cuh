@@ -1,4 +1,5 @@
-// Contractions on the GPU: one strided-batched cuBLAS GEMM. Operands already laid out as
+// Contractions on the GPU: one strided-batched cuBLAS GEMM, or for small products
+// (small_products.cuh) one launch of attn's own kernel. Operands already laid out as
 // [batch..., rows, k] or [batch..., k, rows] (views, or reshapes of views) are used in place,
 // transposed or not; any other operand is first evaluated into the first layout (the same
 // rule as cpu/contract.hpp).
@@ -191,7 +192,8 @@ void contract_into(const tensor_view<T, S, cuda>& dst, const E& contraction) {
   const auto a = detail::prepare_operand<typename form::a_rows_k, typename form::a_k_rows>(contraction.a);
   const auto b = detail::prepare_operand<typename form::b_k_cols, typename form::b_cols_k>(contraction.b);
   if constexpr (small_products::takes<In>) {
-    if (small_products::enabled() && small_products::suits<In>(m, n, k)) {
+    if (small_products::enabled() && small_products::suits<In>(m, n, k) &&
+        batches / small_products::warps < index_t{INT_MAX}) {  // the grid's blocks
       detail::small_product(a.data, b.data, dst.data(), batches, m, n, k, a.transposed, b.transposed);
       return;
     }

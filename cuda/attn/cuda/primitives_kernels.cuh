@@ -548,7 +548,7 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
                                          unsigned* finished) {
   constexpr int F = V > 1 ? layer_norm_rows_in_flight / 2 : layer_norm_rows_in_flight;
   __shared__ C row_parts[2][layer_norm_rows_at_once][warps_a_block];  // g's and g ⊙ x̂'s sums a warp
-  __shared__ C column_parts[2][block * V];                             // the gain's and bias's sums a thread
+  __shared__ C column_parts[2][V * block];  // the gain's and bias's sums a thread, [e][thread]: no bank conflicts
   const index_t runs = (width + V - 1) / V;  // width / V where V > 1 (layer_norm_backward_run)
   const int team_threads = layer_norm_row_threads(runs), teams = block / team_threads;
   const int team = int(threadIdx.x) / team_threads, member = int(threadIdx.x) % team_threads;
@@ -562,6 +562,17 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
   C* bias_partial = gain_partial + width;
   if (sums)
     for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = C{0};
+  // Run j of x and dy of the team's rows r0, r0 + teams, … before `stop`, F of them.
+  const auto load_runs = [&](index_t r0, index_t stop, index_t j, T (&x_run)[F][V], T (&d_run)[F][V]) {
+#pragma unroll
+    for (int u = 0; u < F; ++u) {
+      const index_t r = r0 + u * teams;
+      if (r < stop) {
+        copy_run<V>(x_run[u], in + r * width + j * V);
+        copy_run<V>(d_run[u], dy + r * width + j * V);
+      }
+    }
+  };
   for (index_t at = first; at < end; at += layer_norm_rows_at_once) {
     const index_t stop = at + layer_norm_rows_at_once < end ? at + layer_norm_rows_at_once : end;
     // A team's rows of this window: r0, r0 + teams, … F of them at a time, their loads first
@@ -577,14 +588,7 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
         for (index_t j = member; j < runs; j += team_threads) {
           alignas(16) T gain_run[V], x_run[F][V], d_run[F][V];
           copy_run<V>(gain_run, gain + j * V);
-#pragma unroll
-          for (int u = 0; u < F; ++u) {
-            const index_t r = r0 + u * teams;
-            if (r < stop) {
-              copy_run<V>(x_run[u], in + r * width + j * V);
-              copy_run<V>(d_run[u], dy + r * width + j * V);
-            }
-          }
+          load_runs(r0, stop, j, x_run, d_run);
 #pragma unroll
           for (int u = 0; u < F; ++u)
             if (r0 + u * teams < stop)
@@ -614,12 +618,11 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
         for (index_t r0 = team_first; r0 < stop; r0 += team_step) {
           alignas(16) T x_run[F][V] = {}, d_run[F][V] = {}, dx_run[F][V] = {};
           C mean_of[F] = {}, rstd_of[F] = {}, g_mean[F] = {}, gx_mean[F] = {};
+          load_runs(r0, stop, j, x_run, d_run);
 #pragma unroll
           for (int u = 0; u < F; ++u) {
             const index_t r = r0 + u * teams;
             if (r < stop) {
-              copy_run<V>(x_run[u], in + r * width + j * V);
-              copy_run<V>(d_run[u], dy + r * width + j * V);
               if (dx && add) copy_run<V>(dx_run[u], dx + r * width + j * V);
               mean_of[u] = row_mean[r];
               rstd_of[u] = row_rstd[r];
@@ -662,8 +665,8 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
       }
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        column_parts[0][threadIdx.x * V + e] = gain_sum[e];
-        column_parts[1][threadIdx.x * V + e] = bias_sum[e];
+        column_parts[0][e * block + threadIdx.x] = gain_sum[e];
+        column_parts[1][e * block + threadIdx.x] = bias_sum[e];
       }
       __syncthreads();
       if (team == 0 && j < runs)
@@ -671,8 +674,8 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
         for (int e = 0; e < V; ++e) {
           C gain_total = 0, bias_total = 0;
           for (int other = 0; other < teams; ++other) {
-            gain_total += column_parts[0][(other * team_threads + member) * V + e];
-            bias_total += column_parts[1][(other * team_threads + member) * V + e];
+            gain_total += column_parts[0][e * block + other * team_threads + member];
+            bias_total += column_parts[1][e * block + other * team_threads + member];
           }
           gain_partial[j * V + e] += gain_total;
           bias_partial[j * V + e] += bias_total;

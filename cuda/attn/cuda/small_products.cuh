@@ -71,57 +71,55 @@ bool suits(index_t m, index_t n, index_t k) {
   return index_t(sizeof(In)) * staging<In>(m, n, k).elements <= largest_staged_bytes;
 }
 
-/// Copies `count` consecutive elements from `from` (global memory) as put(row, column, x), rows
-/// of `row_length`: 16 bytes a load where `from` is on 16 bytes and the count whole runs, four
-/// loads a lane in flight before their stores (which the compiler must otherwise order after
-/// each other's, shared memory being an address it cannot tell from `from`).
-template <class In, class Put>
-__device__ void stage(const In* from, index_t count, index_t row_length, Put&& put) {
+/// Reads `count` consecutive elements from `from` (global memory) across the warp: on_run(at, run)
+/// for runs of V elements from `at`, 16 bytes a load, four loads a lane in flight before any run
+/// is handed on (the caller's stores to shared memory, an address the compiler cannot tell from
+/// `from`, would otherwise wait for each load in turn); where `from` is off 16 bytes, the count is
+/// not whole runs or `runs` is false, on_element(at, x) for each element instead.
+template <class In, class OnRun, class OnElement>
+__device__ void read_runs(const In* from, index_t count, bool runs, OnRun&& on_run, OnElement&& on_element) {
   constexpr int V = vector_width<In>, in_flight = 4;
   const int lane = int(threadIdx.x) % 32;
-  if (reinterpret_cast<std::uintptr_t>(from) % 16 == 0 && count % V == 0) {
+  if (runs && reinterpret_cast<std::uintptr_t>(from) % 16 == 0 && count % V == 0) {
     for (index_t first = index_t(lane) * V; first < count; first += index_t(32) * V * in_flight) {
-      alignas(16) In runs[in_flight][V];
+      alignas(16) In loaded[in_flight][V];
 #pragma unroll
       for (int u = 0; u < in_flight; ++u)
-        if (first + u * 32 * V < count) copy_run<V>(runs[u], from + first + u * 32 * V);
+        if (first + u * 32 * V < count) copy_run<V>(loaded[u], from + first + u * 32 * V);
 #pragma unroll
-      for (int u = 0; u < in_flight; ++u) {
-        const index_t at = first + u * 32 * V;
-        if (at >= count) break;
-        index_t row = at / row_length, column = at % row_length;
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          put(row, column, runs[u][e]);
-          if (++column == row_length) column = 0, ++row;
-        }
-      }
+      for (int u = 0; u < in_flight; ++u)
+        if (first + u * 32 * V < count) on_run(first + u * 32 * V, loaded[u]);
     }
   } else {
-    for (index_t e = lane; e < count; e += 32) put(e / row_length, e % row_length, from[e]);
+    for (index_t e = lane; e < count; e += 32) on_element(e, from[e]);
   }
 }
 
-/// Copies `count` consecutive elements from `from` (global memory) to `to` (shared memory): 16
-/// bytes a copy where both are on 16 bytes and the count is whole runs, four in flight a lane.
+/// Copies `count` consecutive elements from `from` (global memory) as put(row, column, x), rows
+/// of `row_length`.
+template <class In, class Put>
+__device__ void stage(const In* from, index_t count, index_t row_length, Put&& put) {
+  read_runs(
+      from, count, true,
+      [&](index_t at, const In* run) {
+        index_t row = at / row_length, column = at % row_length;
+#pragma unroll
+        for (int e = 0; e < vector_width<In>; ++e) {
+          put(row, column, run[e]);
+          if (++column == row_length) column = 0, ++row;
+        }
+      },
+      [&](index_t at, In x) { put(at / row_length, at % row_length, x); });
+}
+
+/// Copies `count` consecutive elements from `from` (global memory) to `to` (shared memory), 16
+/// bytes a store where `to` is on 16 bytes too.
 template <class In>
 __device__ void copy_whole(In* to, const In* from, index_t count) {
-  constexpr int V = vector_width<In>, in_flight = 4;
-  const int lane = int(threadIdx.x) % 32;
-  if (reinterpret_cast<std::uintptr_t>(from) % 16 == 0 && reinterpret_cast<std::uintptr_t>(to) % 16 == 0 &&
-      count % V == 0) {
-    for (index_t first = index_t(lane) * V; first < count; first += index_t(32) * V * in_flight) {
-      alignas(16) In runs[in_flight][V];
-#pragma unroll
-      for (int u = 0; u < in_flight; ++u)
-        if (first + u * 32 * V < count) copy_run<V>(runs[u], from + first + u * 32 * V);
-#pragma unroll
-      for (int u = 0; u < in_flight; ++u)
-        if (first + u * 32 * V < count) copy_run<V>(to + first + u * 32 * V, runs[u]);
-    }
-  } else {
-    for (index_t e = lane; e < count; e += 32) to[e] = from[e];
-  }
+  read_runs(
+      from, count, reinterpret_cast<std::uintptr_t>(to) % 16 == 0,
+      [&](index_t at, const In* run) { copy_run<vector_width<In>>(to + at, run); },
+      [&](index_t at, In x) { to[at] = x; });
 }
 
 /// C[b] = A[b]·B[b] for b < batches, row-major: A [m, k] (or [k, m] when a_transposed), B [k, n]
