@@ -42,12 +42,14 @@
 #   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
 #                                       ATTN_GPU_PROGRAMS_LIMIT, default 900)
 #   ATTN_GPU_MEMCHECK=TEST,TEST         those gpu tests again under compute-sanitizer memcheck
-#   ATTN_GPU_RACECHECK=1                the fused attention kernels on small cases under compute-
-#                                       sanitizer racecheck and synccheck (ATTN_GPU_RACECHECK_LIMIT s each, 120)
+#   ATTN_GPU_RACECHECK=1                the fused attention kernels, LayerNorm's backward and the
+#                                       small products on small cases (each test's --races) under
+#                                       compute-sanitizer racecheck and synccheck
+#                                       (ATTN_GPU_RACECHECK_LIMIT s each, 120)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"  # the comment above
   exit 0
 fi
 
@@ -217,21 +219,24 @@ for name in ${ATTN_GPU_MEMCHECK:+${ATTN_GPU_MEMCHECK//,/ }}; do
   [[ $status == 0 || $status == 124 ]] || tests_status=1
 done
 # ATTN_GPU_RACECHECK=1: gpu_fused_attention_test --races (its cases of at most 129 tokens, each
-# kernel once) under compute-sanitizer's racecheck (shared-memory hazards between a block's
-# threads) and synccheck (barriers some threads miss): the interleavings the CPU emulator's two
-# fixed orders cannot try.
+# kernel once), gpu_primitives_test --races (LayerNorm's backward on small cases) and
+# gpu_contract_test --races (the small products) under compute-sanitizer's racecheck
+# (shared-memory hazards between a block's threads) and synccheck (barriers some threads miss):
+# the interleavings the CPU emulator's two fixed orders cannot try.
 if [[ ${ATTN_GPU_RACECHECK:-0} == 1 ]]; then
-  t=$(printf '%s\n' "${gpu_tests[@]}" | grep -E "/gpu_fused_attention_test\$" | head -1)
-  for tool in racecheck synccheck; do
-    [[ -n $t ]] || { echo "$tool: no gpu_fused_attention_test"; break; }
-    heading "$tool: gpu_fused_attention_test --races"
-    timeout -k 10 "${ATTN_GPU_RACECHECK_LIMIT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" --races \
-      > "$report/$tool-fused-attention.txt" 2>&1
-    status=$?
-    echo "$tool fused attention: exit status $status (0 clean, 3 hazards found, 124 or 137 out of time: unchecked)" |
-      tee -a "$report/gpu-suite.txt"
-    grep -E '^=========' "$report/$tool-fused-attention.txt" | head -n 30
-    [[ $status == 0 || $status == 124 || $status == 137 ]] || tests_status=1
+  for name in gpu_fused_attention_test gpu_primitives_test gpu_contract_test; do
+    t=$(printf '%s\n' "${gpu_tests[@]}" | grep -E "/$name\$" | head -1)
+    for tool in racecheck synccheck; do
+      [[ -n $t ]] || { echo "$tool: no $name"; break; }
+      heading "$tool: $name --races"
+      timeout -k 10 "${ATTN_GPU_RACECHECK_LIMIT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$t" --races \
+        > "$report/$tool-$name.txt" 2>&1
+      status=$?
+      echo "$tool $name: exit status $status (0 clean, 3 hazards found, 124 or 137 out of time: unchecked)" |
+        tee -a "$report/gpu-suite.txt"
+      grep -E '^=========' "$report/$tool-$name.txt" | head -n 30
+      [[ $status == 0 || $status == 124 || $status == 137 ]] || tests_status=1
+    done
   done
 fi
 test_seconds=$((SECONDS - start))

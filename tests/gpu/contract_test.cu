@@ -330,10 +330,28 @@ void affine_epilogues(index_t M, index_t N, index_t K) {
   }
 }
 
+/// `--races`: the small products' kernel alone (shared memory within a warp, __syncwarp), on
+/// every layout and attention's shapes at a few words, checked as in the full run: for
+/// compute-sanitizer's racecheck and synccheck (scripts/gpu.sh, ATTN_GPU_RACECHECK).
+void races() {
+  batched_layouts<float>(3, 13, 7, 29);
+  batched_layouts<attn::bfloat16>(3, 13, 7, 29);
+  attention_products<attn::bfloat16>(2, 3, 7, 5, 8);
+  attention_products<attn::bfloat16>(4, 8, 10, 12, 64);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (const int skip = skip_without_device(); skip != 0) return skip;
+  if (argc > 1 && std::string(argv[1]) == "--races") {
+    try {
+      races();
+    } catch (const std::exception& error) {
+      fail("contract tests --races", std::string("threw: ") + error.what());
+    }
+    return finish();
+  }
   try {
     // Every product twice: small ones (cuda/attn/cuda/small_products.cuh) on attn's kernel, then
     // on cuBLAS; larger ones on cuBLAS both times.

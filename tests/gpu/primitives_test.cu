@@ -556,10 +556,33 @@ void all_of_type() {
   }
 }
 
+/// `--races`: LayerNorm's backward, whose blocks share sums through shared memory between
+/// barriers, on small cases of each road (teams of a row, rounds of runs, rows a column at a
+/// time, two windows) and checked as in the full run: for compute-sanitizer's racecheck and
+/// synccheck (scripts/gpu.sh, ATTN_GPU_RACECHECK), which would take hours over the whole test.
+template <class T>
+void races_of_type() {
+  layer_norm_rows<T>(17, 512);
+  layer_norm_rows<T>(17, 1000);
+  layer_norm_rows<T>(17, 512, true);
+  layer_norm_rows<T>(17, 33);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (const int skip = skip_without_device()) return skip;
+  if (argc > 1 && std::string(argv[1]) == "--races") {
+    try {
+      races_of_type<float>();
+      races_of_type<double>();
+      races_of_type<attn::bfloat16>();
+      layer_norm_rows<attn::bfloat16>(40000, 8);
+    } catch (const std::exception& e) {
+      fail("unexpected exception", e.what());
+    }
+    return finish();
+  }
   try {
     all_of_type<float>();
     all_of_type<double>();
