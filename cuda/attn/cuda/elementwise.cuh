@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -28,6 +27,7 @@
 #include "index_plans.cuh"
 #include "memory.cuh"
 #include "plan_nodes.cuh"
+#include "switches.cuh"
 
 namespace attn::cuda_backend {
 
@@ -228,10 +228,7 @@ plan_t<E> make_plan(const E& e, workspace& ws) {
 /// (elementwise_vectors.cuh): yes, unless ATTN_ELEMENTWISE_VECTORS=0 in the environment, which
 /// benchmarks set to time both kernels in one program. Tests may set it.
 inline bool& elementwise_vectors() {
-  static bool on = [] {
-    const char* value = std::getenv("ATTN_ELEMENTWISE_VECTORS");
-    return !(value && std::string_view(value) == "0");
-  }();
+  static bool on = on_unless_zero("ATTN_ELEMENTWISE_VECTORS");
   return on;
 }
 

@@ -52,6 +52,9 @@ __device__ __forceinline__ lanes<T, V> each_lane(F&& f) {
   return out;
 }
 
+/// Whether p is on 16 bytes, as a 16-byte access to it needs (null is).
+__host__ __device__ inline bool on_16_bytes(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 /// The bytes the accesses to a run of V elements of T take at a time, and so the alignment the
 /// run's first element needs: V·sizeof(T), at most 16.
 template <class T>
@@ -227,7 +230,7 @@ bool runs_in_vectors(const Plan& plan, const T* out, index_t n) {
     return false;
   } else {
     constexpr int v = vector_width<T>;
-    return n % v == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0 && vector_plan<Plan>::contiguous(plan, v);
+    return n % v == 0 && on_16_bytes(out) && vector_plan<Plan>::contiguous(plan, v);
   }
 }
 

@@ -31,8 +31,6 @@
 #include <attn/core.hpp>
 #include <attn/core/float16.hpp>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "async_copy.cuh"
@@ -40,6 +38,7 @@
 #include "fused_attention_masks.cuh"
 #include "mma.cuh"
 #include "shared_memory.cuh"
+#include "switches.cuh"
 
 // A device function kept out of line (nvcc's __noinline__; libstdc++ spells its own attribute
 // with that name, so the emulator does not define it).
@@ -58,10 +57,7 @@ namespace kernels = fused_attention_kernels;
 /// CUDA-core kernels' speed); ATTN_FUSED_TENSOR_CORES=0 in the environment turns them off. Tests
 /// and benchmarks set it both ways. Read by the host at each call.
 inline bool& enabled() {
-  static bool on = [] {
-    const char* value = std::getenv("ATTN_FUSED_TENSOR_CORES");
-    return !(value && std::string_view(value) == "0");
-  }();
+  static bool on = on_unless_zero("ATTN_FUSED_TENSOR_CORES");
   return on;
 }
 

@@ -527,8 +527,7 @@ __host__ __device__ constexpr int layer_norm_row_threads(index_t runs) {
 template <class T>
 int layer_norm_backward_run(index_t width, const T* dx, const T* dy, const T* in, const T* gain) {
   constexpr int V = vector_width<T>;
-  const auto aligned = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };  // null: aligned
-  return width % V == 0 && aligned(dx) && aligned(dy) && aligned(in) && aligned(gain) ? V : 1;
+  return width % V == 0 && on_16_bytes(dx) && on_16_bytes(dy) && on_16_bytes(in) && on_16_bytes(gain) ? V : 1;
 }
 
 /// LayerNorm's backward pass in one launch, its rows read in runs of V columns. Each block takes

@@ -12,14 +12,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include <attn/core.hpp>
 
 #include "elementwise_vectors.cuh"
 #include "shared_memory.cuh"
+#include "switches.cuh"
 
 namespace attn::cuda_backend::small_products {
 
@@ -40,10 +39,7 @@ inline constexpr bool takes = is_float16_storage<In> || std::is_same_v<In, float
 /// Whether contract.cuh multiplies the products that `suits` admits here: yes, unless
 /// ATTN_SMALL_PRODUCTS=0 in the environment (read once; tests and benchmarks set it both ways).
 inline bool& enabled() {
-  static bool on = [] {
-    const char* value = std::getenv("ATTN_SMALL_PRODUCTS");
-    return !(value && std::string_view(value) == "0");
-  }();
+  static bool on = on_unless_zero("ATTN_SMALL_PRODUCTS");
   return on;
 }
 
@@ -80,7 +76,7 @@ template <class In, class OnRun, class OnElement>
 __device__ void read_runs(const In* from, index_t count, bool runs, OnRun&& on_run, OnElement&& on_element) {
   constexpr int V = vector_width<In>, in_flight = 4;
   const int lane = int(threadIdx.x) % 32;
-  if (runs && reinterpret_cast<std::uintptr_t>(from) % 16 == 0 && count % V == 0) {
+  if (runs && on_16_bytes(from) && count % V == 0) {
     for (index_t first = index_t(lane) * V; first < count; first += index_t(32) * V * in_flight) {
       alignas(16) In loaded[in_flight][V];
 #pragma unroll
@@ -117,7 +113,7 @@ __device__ void stage(const In* from, index_t count, index_t row_length, Put&& p
 template <class In>
 __device__ void copy_whole(In* to, const In* from, index_t count) {
   read_runs(
-      from, count, reinterpret_cast<std::uintptr_t>(to) % 16 == 0,
+      from, count, on_16_bytes(to),
       [&](index_t at, const In* run) { copy_run<vector_width<In>>(to + at, run); },
       [&](index_t at, In x) { to[at] = x; });
 }
