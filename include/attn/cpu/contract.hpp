@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include <Eigen/Core>
 
 #include "../expr/contract.hpp"
+#include "conversions.hpp"
 #include "dnnl_gemm.hpp"
 #include "evaluate.hpp"
 #include "gemm.hpp"
@@ -37,10 +39,42 @@ struct gemm_operand {
 using attn::detail::as_view;
 using attn::detail::is_viewable;
 
+/// Whether `dst = e` only converts between float and a 16-bit type, e being a view (or a
+/// cast of one) laid out as dst: then conversions.hpp converts the array at the vectors' width,
+/// where Eigen's conversion took an element at a time.
+template <class T, class S, class E>
+struct plain_conversion {
+  static constexpr bool matches = false;
+};
+
+template <class T, class S, class E>
+  requires is_viewable<E> && std::is_same_v<typename E::shape_type, S>
+struct plain_conversion<T, S, E> {
+  using from = std::remove_const_t<typename E::value_type>;
+  static constexpr bool matches = (is_float16_storage<T> && std::is_same_v<from, float>) ||
+                                  (std::is_same_v<T, float> && is_float16_storage<from>);
+  static auto of(const E& e) { return as_view(e); }
+};
+
+template <class T, class S, class A>
+  requires is_viewable<A> && std::is_same_v<typename A::shape_type, S>
+struct plain_conversion<T, S, expr::unary<op::cast<T>, A>> : plain_conversion<T, S, A> {
+  static auto of(const expr::unary<op::cast<T>, A>& e) { return as_view(e.a); }
+};
+
 template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
   if constexpr (row_permutation<T, E>::matches) {
     copy_rows(dst.data(), row_permutation<T, E>::of(e));
+  } else if constexpr (is_float16_storage<T> && is_viewable<E> && std::is_same_v<typename E::shape_type, S> &&
+                       std::is_same_v<std::remove_const_t<typename E::value_type>, T>) {
+    // A 16-bit copy: Eigen's road would widen and round every element again.
+    const auto source = as_view(e);
+    if (source.data() != dst.data()) std::memmove(dst.data(), source.data(), sizeof(T) * std::size_t(dst.size()));
+  } else if constexpr (plain_conversion<T, S, E>::matches) {
+    const auto source = plain_conversion<T, S, E>::of(e);
+    if constexpr (std::is_same_v<T, float>) conversions::widen(dst.data(), source.data(), dst.size());
+    else conversions::narrow(dst.data(), source.data(), dst.size());
   } else {
     lowering<E> source(e);
     eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
@@ -49,18 +83,34 @@ void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
 }
 
 /// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed, in the
-/// compute type (a 16-bit operand is always widened into a temporary).
+/// compute type. A 16-bit operand is widened into a temporary: as it lies when it is a view in
+/// either layout (a contiguous conversion; the product reads it transposed or not), and
+/// otherwise first widened and then laid out in float.
 template <class Preferred, class Transposed, class X>
 auto prepare_operand(const X& x) {
   using T = accumulate_t<typename X::value_type>;
+  using S = typename X::shape_type;
   constexpr bool in_place = is_viewable<X> && std::is_same_v<T, typename X::value_type>;
-  if constexpr (in_place && std::is_same_v<typename X::shape_type, Preferred>) {
+  constexpr bool widened_in_place = is_viewable<X> && !in_place && is_float16_storage<std::remove_const_t<typename X::value_type>>;
+  if constexpr (in_place && std::is_same_v<S, Preferred>) {
     return gemm_operand<T, shape<>>{as_view(x).data(), false, tensor<T, shape<>, cpu>()};
-  } else if constexpr (in_place && std::is_same_v<typename X::shape_type, Transposed>) {
+  } else if constexpr (in_place && std::is_same_v<S, Transposed>) {
     return gemm_operand<T, shape<>>{as_view(x).data(), true, tensor<T, shape<>, cpu>()};
+  } else if constexpr (widened_in_place && (std::is_same_v<S, Preferred> || std::is_same_v<S, Transposed>)) {
+    tensor<T, S, cpu> storage(x.extents(), uninitialized);
+    conversions::widen(storage.data(), as_view(x).data(), storage.size());
+    const T* data = storage.data();
+    return gemm_operand<T, S>{data, std::is_same_v<S, Transposed>, std::move(storage)};
+  } else if constexpr (widened_in_place) {
+    tensor<T, S, cpu> wide(x.extents(), uninitialized);
+    conversions::widen(wide.data(), as_view(x).data(), wide.size());
+    tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()), uninitialized);
+    lower_into_view(storage.view(), expr::permute<Preferred, decltype(wide.view())>(wide.view()));
+    const T* data = storage.data();
+    return gemm_operand<T, Preferred>{data, false, std::move(storage)};
   } else {
-    tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()));
-    if constexpr (std::is_same_v<typename X::shape_type, Preferred>) {
+    tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()), uninitialized);
+    if constexpr (std::is_same_v<S, Preferred>) {
       lower_into_view(storage.view(), x);
     } else {
       lower_into_view(storage.view(), expr::permute<Preferred, X>(x));

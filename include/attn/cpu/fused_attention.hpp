@@ -29,6 +29,7 @@
 
 #include "../core/float16.hpp"
 #include "../core/fused_attention.hpp"
+#include "conversions.hpp"
 #include "dnnl_gemm.hpp"
 #include "gemm.hpp"
 #include "threads.hpp"
@@ -297,16 +298,12 @@ struct fused_attention<cpu> {
   template <class T>
   static std::vector<float> widen(const T* x, index_t n) {
     std::vector<float> wide(static_cast<std::size_t>(n));
-    cpu_backend::parallel_for(n, 1, 4096, [&](index_t begin, index_t end) {
-      for (index_t i = begin; i < end; ++i) wide[static_cast<std::size_t>(i)] = float(x[i]);
-    });
+    cpu_backend::conversions::widen(wide.data(), x, n);
     return wide;
   }
   template <class T>
   static void narrow(const std::vector<float>& wide, T* x) {
-    cpu_backend::parallel_for(index_t(wide.size()), 1, 4096, [&](index_t begin, index_t end) {
-      for (index_t i = begin; i < end; ++i) x[i] = T(wide[static_cast<std::size_t>(i)]);
-    });
+    cpu_backend::conversions::narrow(x, wide.data(), index_t(wide.size()));
   }
 
   /// A task's tile of query rows: sentence b, head h, rows first … first + rows − 1 (row: the

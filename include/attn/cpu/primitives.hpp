@@ -13,6 +13,7 @@
 
 #include "../core/error.hpp"
 #include "../core/primitives.hpp"
+#include "conversions.hpp"
 #include "eigen.hpp"
 #include "threads.hpp"
 #include "vector_math.hpp"
@@ -430,13 +431,13 @@ struct primitives<cpu> {
   template <class T>
   static std::vector<float> widen(const T* data, index_t count) {
     std::vector<float> wide(data ? static_cast<std::size_t>(count) : 0);
-    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = float(data[i]);
+    cpu_backend::conversions::widen(wide.data(), data, index_t(wide.size()));
     return wide;
   }
   /// Float results stored in a 16-bit array, each rounded once.
   template <class T>
   static void narrow(T* out, const std::vector<float>& wide) {
-    for (std::size_t i = 0; i < wide.size(); ++i) out[i] = T(wide[i]);
+    cpu_backend::conversions::narrow(out, wide.data(), index_t(wide.size()));
   }
   /// How many rows of its data a repeated_rows operand of `rows` rows reads.
   template <class T>

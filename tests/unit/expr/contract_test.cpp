@@ -101,6 +101,34 @@ TEST_CASE_TEMPLATE("products of 16-bit operands accumulate in float and round on
   }
 }
 
+TEST_CASE_TEMPLATE("16-bit attention products: operands in either layout and in neither", T, attn::bfloat16,
+                   attn::float16) {
+  // q stored [batch, tgt, heads, d_k] (the heads not yet split off: widened, then laid out in
+  // float), k as [batch, heads, src, d_k] (read transposed) and v as [batch, heads, src, d_k]
+  // (read as it lies), each widened once; every product rounded once from float.
+  const double slack = std::ldexp(1.0, -16);
+  for (int draw = 0; draw < 3; ++draw) {
+    const attn::index_t b = random_extent(), t = random_extent(), s = random_extent();
+    auto q = random_of<T>(attn::extents<attn::shape<batch, tgt, heads, d_k>>(b, t));
+    auto k = random_of<T>(attn::extents<attn::shape<batch, heads, src, d_k>>(b, s));
+    auto v = random_of<T>(attn::extents<attn::shape<batch, heads, src, d_k>>(b, s));
+    const auto scores = attn::eval(attn::contract<d_k>(q, k));
+    static_assert(std::is_same_v<typename decltype(scores)::shape_type, attn::shape<batch, heads, tgt, src>>);
+    CHECK(ulps_off(scores.data(), reference(scores.extents(), [&](const auto& i) {
+      double sum = 0;
+      for (attn::index_t x = 0; x < 5; ++x) sum += double(q(i[0], i[2], i[1], x)) * double(k(i[0], i[1], i[3], x));
+      return sum;
+    }), slack) <= 0.5);
+    auto p = random_of<T>(attn::extents<attn::shape<batch, heads, tgt, src>>(b, t, s));
+    const auto out = attn::eval(attn::contract<src>(p, v));
+    CHECK(ulps_off(out.data(), reference(out.extents(), [&](const auto& i) {
+      double sum = 0;
+      for (attn::index_t y = 0; y < s; ++y) sum += double(p(i[0], i[1], i[2], y)) * double(v(i[0], i[1], y, i[3]));
+      return sum;
+    }), slack) <= 0.5);
+  }
+}
+
 TEST_CASE("attention-shaped batched contractions: q·kᵀ and p·v") {
   for (int draw = 0; draw < 3; ++draw) {
     const attn::index_t b = random_extent(), t = random_extent(), s = random_extent();
