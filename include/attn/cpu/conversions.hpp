@@ -57,10 +57,8 @@ ATTN_ALWAYS_INLINE std::uint32_t float_bits_to_bfloat16(std::uint32_t f) {
 
 template <class T>
 ATTN_ALWAYS_INLINE void widen_body(float* out, const T* in, index_t n) {
-  // The 16-bit types are their bits alone (core/float16.hpp), read here as such.
-  const auto* bits = reinterpret_cast<const std::uint16_t*>(in);
   for (index_t i = 0; i < n; ++i) {
-    const std::uint32_t h = bits[i];
+    const std::uint32_t h = in[i].bits;
     if constexpr (std::is_same_v<T, bfloat16>) out[i] = std::bit_cast<float>(h << 16);
     else out[i] = std::bit_cast<float>(float16_to_float_bits(h));
   }
@@ -68,11 +66,10 @@ ATTN_ALWAYS_INLINE void widen_body(float* out, const T* in, index_t n) {
 
 template <class T>
 ATTN_ALWAYS_INLINE void narrow_body(T* out, const float* in, index_t n) {
-  auto* bits = reinterpret_cast<std::uint16_t*>(out);
   for (index_t i = 0; i < n; ++i) {
     const std::uint32_t f = std::bit_cast<std::uint32_t>(in[i]);
-    if constexpr (std::is_same_v<T, bfloat16>) bits[i] = std::uint16_t(float_bits_to_bfloat16(f));
-    else bits[i] = std::uint16_t(float_bits_to_float16(f));
+    if constexpr (std::is_same_v<T, bfloat16>) out[i].bits = std::uint16_t(float_bits_to_bfloat16(f));
+    else out[i].bits = std::uint16_t(float_bits_to_float16(f));
   }
 }
 
