@@ -39,9 +39,10 @@ struct gemm_operand {
 using attn::detail::as_view;
 using attn::detail::is_viewable;
 
-/// Whether `dst = e` only converts between float and a 16-bit type, e being a view (or a
-/// cast of one) laid out as dst: then conversions.hpp converts the array at the vectors' width,
-/// where Eigen's conversion took an element at a time.
+/// Whether `dst = e` only copies or converts an array, e being a view (or a cast of one) laid
+/// out as dst, with a 16-bit type on either side: then it is a memmove or a conversion over the
+/// array at the vectors' width (conversions.hpp), where Eigen's road widened and rounded an
+/// element at a time. Float and double copies stay with Eigen, which vectorises them.
 template <class T, class S, class E>
 struct plain_conversion {
   static constexpr bool matches = false;
@@ -51,7 +52,7 @@ template <class T, class S, class E>
   requires is_viewable<E> && std::is_same_v<typename E::shape_type, S>
 struct plain_conversion<T, S, E> {
   using from = std::remove_const_t<typename E::value_type>;
-  static constexpr bool matches = (is_float16_storage<T> && std::is_same_v<from, float>) ||
+  static constexpr bool matches = (is_float16_storage<T> && (std::is_same_v<from, float> || std::is_same_v<from, T>)) ||
                                   (std::is_same_v<T, float> && is_float16_storage<from>);
   static auto of(const E& e) { return as_view(e); }
 };
@@ -66,15 +67,15 @@ template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
   if constexpr (row_permutation<T, E>::matches) {
     copy_rows(dst.data(), row_permutation<T, E>::of(e));
-  } else if constexpr (is_float16_storage<T> && is_viewable<E> && std::is_same_v<typename E::shape_type, S> &&
-                       std::is_same_v<std::remove_const_t<typename E::value_type>, T>) {
-    // A 16-bit copy: Eigen's road would widen and round every element again.
-    const auto source = as_view(e);
-    if (source.data() != dst.data()) std::memmove(dst.data(), source.data(), sizeof(T) * std::size_t(dst.size()));
   } else if constexpr (plain_conversion<T, S, E>::matches) {
     const auto source = plain_conversion<T, S, E>::of(e);
-    if constexpr (std::is_same_v<T, float>) conversions::widen(dst.data(), source.data(), dst.size());
-    else conversions::narrow(dst.data(), source.data(), dst.size());
+    if constexpr (std::is_same_v<typename plain_conversion<T, S, E>::from, T>) {
+      if (source.data() != dst.data()) std::memmove(dst.data(), source.data(), sizeof(T) * std::size_t(dst.size()));
+    } else if constexpr (std::is_same_v<T, float>) {
+      conversions::widen(dst.data(), source.data(), dst.size());
+    } else {
+      conversions::narrow(dst.data(), source.data(), dst.size());
+    }
   } else {
     lowering<E> source(e);
     eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));
@@ -83,31 +84,27 @@ void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
 }
 
 /// Finds or makes an operand laid out as Preferred ([batch, rows, k]) or Transposed, in the
-/// compute type. A 16-bit operand is widened into a temporary: as it lies when it is a view in
-/// either layout (a contiguous conversion; the product reads it transposed or not), and
-/// otherwise first widened and then laid out in float.
+/// compute type. A 16-bit view is widened as it lies (a conversion over the array): in either
+/// layout the product reads it so, transposed or not, and otherwise it is laid out in float as
+/// any other operand.
 template <class Preferred, class Transposed, class X>
 auto prepare_operand(const X& x) {
   using T = accumulate_t<typename X::value_type>;
   using S = typename X::shape_type;
   constexpr bool in_place = is_viewable<X> && std::is_same_v<T, typename X::value_type>;
-  constexpr bool widened_in_place = is_viewable<X> && !in_place && is_float16_storage<std::remove_const_t<typename X::value_type>>;
   if constexpr (in_place && std::is_same_v<S, Preferred>) {
     return gemm_operand<T, shape<>>{as_view(x).data(), false, tensor<T, shape<>, cpu>()};
   } else if constexpr (in_place && std::is_same_v<S, Transposed>) {
     return gemm_operand<T, shape<>>{as_view(x).data(), true, tensor<T, shape<>, cpu>()};
-  } else if constexpr (widened_in_place && (std::is_same_v<S, Preferred> || std::is_same_v<S, Transposed>)) {
-    tensor<T, S, cpu> storage(x.extents(), uninitialized);
-    conversions::widen(storage.data(), as_view(x).data(), storage.size());
-    const T* data = storage.data();
-    return gemm_operand<T, S>{data, std::is_same_v<S, Transposed>, std::move(storage)};
-  } else if constexpr (widened_in_place) {
+  } else if constexpr (is_viewable<X> && is_float16_storage<std::remove_const_t<typename X::value_type>>) {
     tensor<T, S, cpu> wide(x.extents(), uninitialized);
     conversions::widen(wide.data(), as_view(x).data(), wide.size());
-    tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()), uninitialized);
-    lower_into_view(storage.view(), expr::permute<Preferred, decltype(wide.view())>(wide.view()));
-    const T* data = storage.data();
-    return gemm_operand<T, Preferred>{data, false, std::move(storage)};
+    if constexpr (std::is_same_v<S, Preferred> || std::is_same_v<S, Transposed>) {
+      const T* data = wide.data();
+      return gemm_operand<T, S>{data, std::is_same_v<S, Transposed>, std::move(wide)};
+    } else {
+      return prepare_operand<Preferred, Transposed>(wide.view());
+    }
   } else {
     tensor<T, Preferred, cpu> storage(gather_extents<Preferred>(x.extents()), uninitialized);
     if constexpr (std::is_same_v<S, Preferred>) {

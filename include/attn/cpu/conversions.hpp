@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "../core/float16.hpp"
 #include "threads.hpp"
@@ -127,6 +128,16 @@ void narrow(T* out, const float* in, index_t n, vector_math::isa set = vector_ma
     (void)set;
     detail::narrow_body(out + begin, in + begin, end - begin);
   });
+}
+
+/// A 16-bit array's values in float, a new vector (empty for a null pointer): the inputs of the
+/// primitives' and the fused attention's float kernels.
+template <class T>
+  requires is_float16_storage<T>
+std::vector<float> widened(const T* in, index_t n) {
+  std::vector<float> wide(in ? static_cast<std::size_t>(n) : 0);
+  widen(wide.data(), in, index_t(wide.size()));
+  return wide;
 }
 
 }  // namespace attn::cpu_backend::conversions

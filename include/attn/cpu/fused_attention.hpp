@@ -297,9 +297,7 @@ struct fused_attention<cpu> {
   };
   template <class T>
   static std::vector<float> widen(const T* x, index_t n) {
-    std::vector<float> wide(static_cast<std::size_t>(n));
-    cpu_backend::conversions::widen(wide.data(), x, n);
-    return wide;
+    return cpu_backend::conversions::widened(x, n);
   }
   template <class T>
   static void narrow(const std::vector<float>& wide, T* x) {

@@ -430,9 +430,7 @@ struct primitives<cpu> {
   /// A 16-bit array's values in float (none for a null pointer).
   template <class T>
   static std::vector<float> widen(const T* data, index_t count) {
-    std::vector<float> wide(data ? static_cast<std::size_t>(count) : 0);
-    cpu_backend::conversions::widen(wide.data(), data, index_t(wide.size()));
-    return wide;
+    return cpu_backend::conversions::widened(data, count);
   }
   /// Float results stored in a 16-bit array, each rounded once.
   template <class T>
