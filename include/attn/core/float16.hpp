@@ -47,9 +47,10 @@ struct float16 {
 
   float16() = default;
   ATTN_HOST_DEVICE constexpr float16(float x) : bits(round(detail::float_bits(x))) {}  // NOLINT: converts like float
-  // Both conversions choose among their cases' results rather than branch to them: a loop of
-  // them then compiles to selects, and CPU training in float16 ran 2.5 times as long as in
-  // bfloat16, most of the difference its conversions.
+  // Both conversions choose among their cases' results rather than branch to them (CPU training
+  // in float16 ran 2.5 times as long as in bfloat16, most of the difference its conversions). A
+  // loop of them still branches where GCC has no vector select for the choice; whole arrays go
+  // through cpu/conversions.hpp, the same operations written as masks.
   ATTN_HOST_DEVICE constexpr operator float() const {
     const std::uint32_t sign = std::uint32_t(bits & 0x8000u) << 16;
     const std::uint32_t shifted = std::uint32_t(bits & 0x7FFFu) << 13;  // exponent and fraction in float's places

@@ -101,7 +101,9 @@ auto prepare_operand(const X& x) {
     conversions::widen(wide.data(), as_view(x).data(), wide.size());
     if constexpr (std::is_same_v<S, Preferred> || std::is_same_v<S, Transposed>) {
       const T* data = wide.data();
-      return gemm_operand<T, S>{data, std::is_same_v<S, Transposed>, std::move(wide)};
+      // Read transposed only where the layouts differ (an operand with no free dimension has one
+      // layout, Preferred's, as the float operand's first branch above reads it).
+      return gemm_operand<T, S>{data, !std::is_same_v<S, Preferred>, std::move(wide)};
     } else {
       return prepare_operand<Preferred, Transposed>(wide.view());
     }

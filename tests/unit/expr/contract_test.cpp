@@ -103,9 +103,10 @@ TEST_CASE_TEMPLATE("products of 16-bit operands accumulate in float and round on
 
 TEST_CASE_TEMPLATE("16-bit attention products: operands in either layout and in neither", T, attn::bfloat16,
                    attn::float16) {
-  // q stored [batch, tgt, heads, d_k] (the heads not yet split off: widened, then laid out in
+  // q stored [batch, tgt, heads, d_k] (heads not yet before tgt: widened, then laid out in
   // float), k as [batch, heads, src, d_k] (read transposed) and v as [batch, heads, src, d_k]
-  // (read as it lies), each widened once; every product rounded once from float.
+  // (read as it lies), each widened once; every product rounded once from float. Then k in
+  // neither layout, and a product whose rows have no free dimension (one layout, not transposed).
   const double slack = std::ldexp(1.0, -16);
   for (int draw = 0; draw < 3; ++draw) {
     const attn::index_t b = random_extent(), t = random_extent(), s = random_extent();
@@ -124,6 +125,24 @@ TEST_CASE_TEMPLATE("16-bit attention products: operands in either layout and in 
     CHECK(ulps_off(out.data(), reference(out.extents(), [&](const auto& i) {
       double sum = 0;
       for (attn::index_t y = 0; y < s; ++y) sum += double(p(i[0], i[1], i[2], y)) * double(v(i[0], i[1], y, i[3]));
+      return sum;
+    }), slack) <= 0.5);
+    auto k_by_source = random_of<T>(attn::extents<attn::shape<batch, src, heads, d_k>>(b, s));
+    const auto scores_by_source = attn::eval(attn::contract<d_k>(q, k_by_source));
+    static_assert(
+        std::is_same_v<typename decltype(scores_by_source)::shape_type, attn::shape<batch, heads, tgt, src>>);
+    CHECK(ulps_off(scores_by_source.data(), reference(scores_by_source.extents(), [&](const auto& i) {
+      double sum = 0;
+      for (attn::index_t x = 0; x < 5; ++x) sum += double(q(i[0], i[2], i[1], x)) * double(k_by_source(i[0], i[3], i[1], x));
+      return sum;
+    }), slack) <= 0.5);
+    auto query = random_of<T>(attn::extents<attn::shape<batch, d_k>>(b));
+    auto keys = random_of<T>(attn::extents<attn::shape<batch, src, d_k>>(b, s));
+    const auto dots = attn::eval(attn::contract<d_k>(query, keys));
+    static_assert(std::is_same_v<typename decltype(dots)::shape_type, attn::shape<batch, src>>);
+    CHECK(ulps_off(dots.data(), reference(dots.extents(), [&](const auto& i) {
+      double sum = 0;
+      for (attn::index_t x = 0; x < 5; ++x) sum += double(query(i[0], x)) * double(keys(i[0], i[1], x));
       return sum;
     }), slack) <= 0.5);
   }
