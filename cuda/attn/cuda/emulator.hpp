@@ -692,9 +692,16 @@ Result warp_collective(const char* tag, const Value& mine, Compute&& compute) {
 /// mma.m16n8k16 with floating point type", "ldmatrix", "cvt"), with g = lane / 4, t = lane % 4.
 namespace ptx {
 
+/// Every 16-bit number's value, exact in double, indexed by its bits (the emulated tensor-core
+/// tests widened 384 numbers a product, a ninth of their time, one at a time).
 template <class T>
-float widen(std::uint16_t bits) {
-  return float(T::from_bits(bits));
+const double* values() {
+  static const std::vector<double> all = [] {
+    std::vector<double> v(65536);
+    for (std::uint32_t b = 0; b < 65536; ++b) v[b] = double(float(T::from_bits(std::uint16_t(b))));
+    return v;
+  }();
+  return all.data();
 }
 inline std::uint16_t half_of(std::uint32_t word, int high) { return std::uint16_t(high ? word >> 16 : word & 0xffffu); }
 
@@ -717,22 +724,35 @@ void mma_m16n8k16(float (&c)[4], const std::uint32_t (&a)[4], const std::uint32_
   std::memcpy(mine.c, c, sizeof mine.c);
   const auto d = warp_collective<accumulators>(
       "mma.sync.m16n8k16", mine, [](const registers (&all)[warp_size], accumulators (&out)[warp_size]) {
-        float A[16][16], B[16][8], C[16][8];
+        // D's 128 sums, each C then the 16 products in k's order, a row of D at a time: products
+        // of two 16-bit numbers are exact in double, and the sums are rounded to float once.
+        const double* value = values<T>();
+        double A[16][16], B[16][8], D[16][8];
         for (unsigned l = 0; l < warp_size; ++l) {
           const int g = int(l) / 4, t = int(l) % 4;
           for (int i = 0; i < 8; ++i)
-            A[g + 8 * (i % 4 >= 2)][2 * t + i % 2 + 8 * (i >= 4)] = widen<T>(half_of(all[l].a[i / 2], i % 2));
-          for (int i = 0; i < 4; ++i) B[2 * t + i % 2 + 8 * (i >= 2)][g] = widen<T>(half_of(all[l].b[i / 2], i % 2));
-          for (int i = 0; i < 4; ++i) C[g + 8 * (i >= 2)][2 * t + i % 2] = all[l].c[i];
+            A[g + 8 * (i % 4 >= 2)][2 * t + i % 2 + 8 * (i >= 4)] = value[half_of(all[l].a[i / 2], i % 2)];
+          for (int i = 0; i < 4; ++i) B[2 * t + i % 2 + 8 * (i >= 2)][g] = value[half_of(all[l].b[i / 2], i % 2)];
+          for (int i = 0; i < 4; ++i) D[g + 8 * (i >= 2)][2 * t + i % 2] = all[l].c[i];
+        }
+        // Four sums at a time in their own variables: one sum's additions wait on each other, four
+        // overlap (a row's sums through memory took the emulated tensor-core tests' time).
+        for (int row = 0; row < 16; ++row) {
+          for (int column = 0; column < 8; column += 4) {
+            double d0 = D[row][column], d1 = D[row][column + 1], d2 = D[row][column + 2], d3 = D[row][column + 3];
+            for (int k = 0; k < 16; ++k) {
+              const double a_k = A[row][k];
+              d0 += a_k * B[k][column];
+              d1 += a_k * B[k][column + 1];
+              d2 += a_k * B[k][column + 2];
+              d3 += a_k * B[k][column + 3];
+            }
+            D[row][column] = d0, D[row][column + 1] = d1, D[row][column + 2] = d2, D[row][column + 3] = d3;
+          }
         }
         for (unsigned l = 0; l < warp_size; ++l) {
           const int g = int(l) / 4, t = int(l) % 4;
-          for (int i = 0; i < 4; ++i) {
-            const int row = g + 8 * (i >= 2), column = 2 * t + i % 2;
-            double sum = C[row][column];
-            for (int k = 0; k < 16; ++k) sum += double(A[row][k]) * double(B[k][column]);
-            out[l].c[i] = float(sum);
-          }
+          for (int i = 0; i < 4; ++i) out[l].c[i] = float(D[g + 8 * (i >= 2)][2 * t + i % 2]);
         }
       });
   std::memcpy(c, d.c, sizeof d.c);
