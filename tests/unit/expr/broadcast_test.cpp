@@ -1,7 +1,10 @@
 // Tests of include/attn/expr/broadcast.hpp: masks over heads and queries, biases over rows.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "../reference.hpp"
 
@@ -55,4 +58,57 @@ TEST_CASE("broadcast checks the sizes it shares with the target") {
   attn::tensor<float, attn::shape<batch, src>> mask(2, 5);
   attn::tensor<float, attn::shape<batch, heads, tgt, src>> scores(2, 3, 6);
   CHECK_THROWS_AS((void)attn::broadcast_like(mask, scores), attn::extent_error);
+}
+
+TEST_CASE_TEMPLATE("a tensor over the leading dimensions, as positional encodings over the batch: each sum rounded once",
+                   T, float, attn::bfloat16, attn::float16) {
+  // x [batch, tgt, d_ff] + p [tgt, d_ff] takes the CPU's pass over rows (cpu/contract.hpp); the
+  // sums are those of the general road, float(x) + float(p) rounded once to T, in place too.
+  using S = attn::shape<batch, tgt, d_ff>;
+  using P = attn::shape<tgt, d_ff>;
+  using Q = attn::shape<batch, d_ff>;  // repeated along a middle dimension: Eigen's road
+  using X = attn::tensor_view<T, S, attn::cpu>;
+  using attn::cpu_backend::detail::repeated_rows_addition;
+  using over_rows = decltype(std::declval<X>() + attn::broadcast<S>(std::declval<attn::tensor_view<T, P, attn::cpu>>(),
+                                                                    std::declval<attn::extents<S>>()));
+  using over_middle = decltype(std::declval<X>() + attn::broadcast<S>(std::declval<attn::tensor_view<T, Q, attn::cpu>>(),
+                                                                      std::declval<attn::extents<S>>()));
+  static_assert(repeated_rows_addition<T, S, over_rows>::matches);
+  static_assert(!repeated_rows_addition<T, S, over_middle>::matches);
+  const auto bits = [](T v) {
+    if constexpr (std::is_same_v<T, float>) return std::bit_cast<std::uint32_t>(v);
+    else return std::uint32_t(v.bits);
+  };
+  for (const auto& [b, t] : {std::pair<attn::index_t, attn::index_t>{3, 5}, {1, 1}, {0, 4}, {40, 97}}) {
+    CAPTURE(b);
+    CAPTURE(t);
+    attn::tensor<float, S> x_wide(b, t);
+    attn::tensor<float, P> p_wide(t);
+    attn::tensor<float, Q> q_wide(b);
+    fill_random(x_wide, -300.0, 300.0);
+    fill_random(p_wide, -300.0, 300.0);
+    fill_random(q_wide, -300.0, 300.0);
+    attn::tensor<T, S> x(b, t);
+    attn::tensor<T, P> p(t);
+    attn::tensor<T, Q> q(b);
+    x = attn::cast<T>(x_wide.view());
+    p = attn::cast<T>(p_wide.view());
+    q = attn::cast<T>(q_wide.view());
+    const auto y = attn::eval(x + attn::broadcast<S>(p, x.extents()));
+    attn::index_t wrong = 0;
+    for_each_index(y.extents(), [&](const auto& i) {
+      wrong += bits(y(i[0], i[1], i[2])) != bits(T(float(x(i[0], i[1], i[2])) + float(p(i[1], i[2]))));
+    });
+    if (b > 0) {  // (Eigen's broadcast asserts on an operand with no elements)
+      const auto z = attn::eval(x + attn::broadcast<S>(q, x.extents()));
+      for_each_index(z.extents(), [&](const auto& i) {
+        wrong += bits(z(i[0], i[1], i[2])) != bits(T(float(x(i[0], i[1], i[2])) + float(q(i[0], i[2]))));
+      });
+    }
+    CHECK(wrong == 0);
+    x = x + attn::broadcast<S>(p, x.extents());
+    attn::index_t wrong_in_place = 0;
+    for (attn::index_t i = 0; i < y.size(); ++i) wrong_in_place += bits(x.data()[i]) != bits(y.data()[i]);
+    CHECK(wrong_in_place == 0);
+  }
 }
