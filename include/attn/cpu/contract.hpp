@@ -132,6 +132,14 @@ void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
     } else {
       conversions::narrow(dst.data(), source.data(), dst.size());
     }
+  } else if constexpr (is_float16_storage<T>) {
+    // Computed in float on Eigen's vectors and rounded over the array: a cast to 16 bits at the
+    // end of the expression made Eigen evaluate all of it an element at a time.
+    lowering<E> source(e);
+    tensor<float, S, cpu> wide(dst.extents(), uninitialized);
+    eigen_map_mut<float, S::rank> out(wide.data(), eigen_sizes(dst.extents()));
+    run_assign(out, source.eigen());
+    conversions::narrow(dst.data(), wide.data(), dst.size());
   } else {
     lowering<E> source(e);
     eigen_map_mut<T, S::rank> out(dst.data(), eigen_sizes(dst.extents()));

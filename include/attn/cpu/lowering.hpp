@@ -7,9 +7,11 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <type_traits>
 
 #include "../expr.hpp"
+#include "conversions.hpp"
 #include "eigen.hpp"
 
 namespace attn::cpu_backend {
@@ -26,14 +28,32 @@ void contract_into(const tensor_view<T, S, cpu>& dst, const E& contraction);
 template <class E>
 struct lowering;
 
+/// A leaf. A 16-bit one is widened to float once, over the array (conversions.hpp), so that
+/// the expression reading it runs on Eigen's vectors: read through a cast, it ran an element
+/// at a time (and the conversions were most of a 16-bit CPU training step).
 template <class T, class S>
 struct lowering<tensor_view<T, S, cpu>> {
   using V = std::remove_const_t<T>;
-  eigen_map<V, S::rank> map;
-  explicit lowering(const tensor_view<T, S, cpu>& view) : map(view.data(), eigen_sizes(view.extents())) {}
-  decltype(auto) eigen() const {
-    if constexpr (is_float16_storage<V>) return map.template cast<accumulate_t<V>>();
-    else return (map);
+  using C = accumulate_t<V>;
+  std::unique_ptr<C[]> wide;  // uninitialised until widened: no pass to zero it
+  eigen_map<C, S::rank> map;
+  explicit lowering(const tensor_view<T, S, cpu>& view)
+      : wide(widened(view)), map(read_from(view, wide.get()), eigen_sizes(view.extents())) {}
+  const eigen_map<C, S::rank>& eigen() const { return map; }
+
+ private:
+  static const C* read_from(const tensor_view<T, S, cpu>& view, const C* widened_copy) {
+    if constexpr (is_float16_storage<V>) return widened_copy;
+    else return view.data();
+  }
+  static std::unique_ptr<C[]> widened(const tensor_view<T, S, cpu>& view) {
+    if constexpr (!is_float16_storage<V>) {
+      return nullptr;
+    } else {
+      std::unique_ptr<C[]> out(new C[static_cast<std::size_t>(view.size())]);
+      conversions::widen(out.get(), view.data(), view.size());
+      return out;
+    }
   }
 };
 
