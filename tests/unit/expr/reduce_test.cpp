@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -127,4 +128,59 @@ TEST_CASE_TEMPLATE("a sum over the leading axis of stored numbers (a bias's grad
     return s;
   });
   CHECK(relative_error(merged.data(), ref) < tol);
+}
+
+TEST_CASE_TEMPLATE("16-bit sums, maxima and means: reduced in float, each rounded once", T, attn::bfloat16,
+                   attn::float16) {
+  // cpu/reduce.hpp reduces a 16-bit tensor into float and rounds the results over the array; a
+  // sum over the leading axis adds rows in order, so its bits are those of a float loop.
+  using rows = attn::dim<"rows">;
+  using cols = attn::dim<"cols">;
+  const auto bits = [](T v) { return v.bits; };
+  for (const auto& [r, c] : {std::pair<attn::index_t, attn::index_t>{1, 1}, {7, 3}, {300, 257}, {0, 5}}) {
+    CAPTURE(r);
+    CAPTURE(c);
+    attn::tensor<T, attn::shape<rows, cols>> x(r, c);
+    fill_random(x, -4.0, 4.0);
+    const auto sums = attn::eval(attn::sum<rows>(x));
+    attn::index_t wrong = 0;
+    for (attn::index_t j = 0; j < c; ++j) {
+      float s = 0;
+      for (attn::index_t i = 0; i < r; ++i) s += float(x(i, j));
+      wrong += bits(sums(j)) != bits(T(s));
+    }
+    CHECK(wrong == 0);
+  }
+  // Rows whose order shows through the rounding: in order, 256's float swallows each 2⁻¹⁷ and
+  // the last row brings the sum to a tie, which rounds to even (256); added the other way, the
+  // small rows count, and the sum rounds up.
+  {
+    const float last = std::is_same_v<T, attn::bfloat16> ? 1.0f : 0.125f;  // half a unit at 256
+    attn::tensor<T, attn::shape<rows, cols>> x(258, 1);
+    x(0, 0) = T(256.0f);
+    for (attn::index_t i = 1; i < 257; ++i) x(i, 0) = T(std::ldexp(1.0f, -17));
+    x(257, 0) = T(last);
+    CHECK(float(attn::eval(attn::sum<rows>(x))(0)) == 256.0f);
+  }
+  // Over the other axes Eigen adds in an order of its own: within a 16-bit unit of the sum, and
+  // maxima exactly.
+  attn::tensor<T, s3> y(5, 40);
+  fill_random(y, -4.0, 4.0);
+  const double unit = std::is_same_v<T, attn::bfloat16> ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const auto over_len = attn::eval(attn::sum<len>(y));
+  const auto mean_last = attn::eval(attn::mean<d_small>(y));
+  const auto max_len = attn::eval(attn::max<len>(y));
+  for (attn::index_t b = 0; b < 5; ++b) {
+    for (attn::index_t d = 0; d < 3; ++d) {
+      double s = 0, m = -INFINITY;
+      for (attn::index_t l = 0; l < 40; ++l) s += double(y(b, l, d)), m = std::max(m, double(y(b, l, d)));
+      CHECK(std::abs(double(over_len(b, d)) - s) <= unit * std::abs(s) + 1e-4);
+      CHECK(double(max_len(b, d)) == m);
+    }
+    for (attn::index_t l = 0; l < 40; ++l) {
+      double s = 0;
+      for (attn::index_t d = 0; d < 3; ++d) s += double(y(b, l, d));
+      CHECK(std::abs(double(mean_last(b, l)) - s / 3) <= unit * std::abs(s / 3) + 1e-4);
+    }
+  }
 }
