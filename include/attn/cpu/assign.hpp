@@ -9,6 +9,7 @@
 #include "evaluate.hpp"
 #include "lowering.hpp"
 #include "reduce.hpp"
+#include "row_addition.hpp"
 
 namespace attn {
 
@@ -61,28 +62,6 @@ bool hazard(const E& e, const tensor_view<T, S, cpu>& dst, bool reordered) {
   }
 }
 
-/// y[r, :] = product[r, :] + bias (then op::relu's max(·, 0)) for every row [rows, width], in
-/// the product's type C and rounded once to y's type T: the affine epilogue as a plain loop over
-/// rows, which the compiler vectorises. Eigen's broadcast evaluator recomputes the bias's index
-/// for every packet and took five times as long (float); for a 16-bit y, whose Eigen road
-/// converts element by element as well, the epilogue was a fifth of a bfloat16 training step.
-/// `product` may be y itself (float). The ReLU keeps a NaN, as std::max(v, 0) does.
-template <bool Relu, class T, class C>
-void add_bias_rows(T* y, const C* product, const T* bias, index_t rows, index_t width) {
-  // Rows of at least ~32k numbers a thread: below that a fork-join costs more than it saves.
-  parallel_for(rows, 1, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(1, width)),
-               [&](index_t begin, index_t end) {
-                 for (index_t r = begin; r < end; ++r) {
-                   T* row = y + r * width;
-                   const C* in = product + r * width;
-                   for (index_t j = 0; j < width; ++j) {
-                     const C v = in[j] + static_cast<C>(bias[j]);
-                     row[j] = static_cast<T>(Relu ? (v < C(0) ? C(0) : v) : v);
-                   }
-                 }
-               });
-}
-
 template <class T, class S, class E>
 void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
   if constexpr (attn::detail::affine_epilogue<E>::matches) {
@@ -97,10 +76,10 @@ void assign(const tensor_view<T, S, cpu>& dst, const E& e) {
       if constexpr (is_float16_storage<T>) {
         tensor<accumulate_t<T>, S, cpu> wide(dst.extents(), uninitialized);
         contract_into(wide.view(), affine::product(e));
-        add_bias_rows<affine::relu>(dst.data(), wide.data(), bias.data(), rows, width);
+        add_to_rows<affine::relu>(dst.data(), wide.data(), bias.data(), rows, width);
       } else {
         contract_into(dst, affine::product(e));
-        add_bias_rows<affine::relu>(dst.data(), dst.data(), bias.data(), rows, width);
+        add_to_rows<affine::relu>(dst.data(), dst.data(), bias.data(), rows, width);
       }
       return;
     }

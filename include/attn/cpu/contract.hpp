@@ -22,6 +22,7 @@
 #include "gemm.hpp"
 #include "lowering.hpp"
 #include "permute.hpp"
+#include "row_addition.hpp"
 #include "threads.hpp"
 
 namespace attn::cpu_backend {
@@ -90,30 +91,12 @@ struct repeated_rows_addition<T, S, expr::binary<op::add, X, expr::broadcast<S, 
 template <class T>
 void add_repeated_rows(T* y, const T* x, const T* p, index_t size, index_t width) {
   if (size == 0 || width == 0) return;
-  const index_t rows = size / width;
-  using C = accumulate_t<T>;
-  std::vector<C> wide_p, wide_x;
-  const C* pc = nullptr;
-  C* out = nullptr;
   if constexpr (is_float16_storage<T>) {
-    wide_p = conversions::widened(p, width);
-    wide_x = conversions::widened(x, size);
-    pc = wide_p.data(), out = wide_x.data();
+    auto wide_x = conversions::widened(x, size);
+    add_to_rows<false>(y, wide_x.data(), p, size / width, width);
   } else {
-    pc = p, out = y;
+    add_to_rows<false>(y, x, p, size / width, width);
   }
-  parallel_for(rows, 1, std::max<index_t>(1, (index_t{1} << 15) / width), [&](index_t begin, index_t end) {
-    for (index_t r = begin; r < end; ++r) {
-      C* row = out + r * width;
-      if constexpr (is_float16_storage<T>) {
-        for (index_t j = 0; j < width; ++j) row[j] += pc[j];
-      } else {
-        const T* in = x + r * width;
-        for (index_t j = 0; j < width; ++j) row[j] = in[j] + pc[j];
-      }
-    }
-  });
-  if constexpr (is_float16_storage<T>) conversions::narrow(y, out, size);
 }
 
 template <class T, class S, class E>
