@@ -101,6 +101,8 @@ void add_repeated_rows(T* y, const T* x, const T* p, index_t size, index_t width
 
 template <class T, class S, class E>
 void lower_into_view(const tensor_view<T, S, cpu>& dst, const E& e) {
+  // Nothing to write (an empty batch); Eigen's broadcast asserts on an operand with no elements.
+  if (dst.size() == 0) return;
   if constexpr (row_permutation<T, E>::matches) {
     copy_rows(dst.data(), row_permutation<T, E>::of(e));
   } else if constexpr (repeated_rows_addition<T, S, E>::matches) {

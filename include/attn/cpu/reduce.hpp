@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "../expr/layout.hpp"
@@ -60,6 +61,17 @@ void reduce_into(const tensor_view<T, S, cpu>& dst, const E& reduction) {
       const auto wide = conversions::widened(x.data(), x.size());  // the 16-bit rows in float
       detail::sum_leading_axis(dst.data(), wide.data(), rows, dst.size());
     }
+    return;
+  }
+  if (reduction.a.extents().size() == 0) {
+    // An operand with no elements (an empty batch), not lowered: Eigen's broadcast asserts on an
+    // operand with no elements. Each output is what Eigen's reducers make of nothing.
+    using C = accumulate_t<Stored>;
+    C nothing{};
+    if constexpr (std::is_same_v<Op, op::max>) nothing = Eigen::internal::MaxReducer<C>().initialize();  // -inf
+    if constexpr (std::is_same_v<Op, op::mean> && std::is_floating_point_v<C>)
+      nothing = std::numeric_limits<C>::quiet_NaN();  // 0 / 0
+    std::fill_n(dst.data(), dst.size(), static_cast<T>(nothing));
     return;
   }
   lowering<decltype(reduction.a)> source(reduction.a);  // in accumulate_t: float for 16-bit operands

@@ -197,8 +197,7 @@ class kv_cache_decoder {
   mask_type sentence_mask(index_t queries, bool by_row = false) {
     memory_mask_queries_ = by_row ? 0 : queries;
     const auto ids = by_row ? host_rows(source_ids_, rows_memory_index()) : source_ids_;
-    return mask_type::of_tokens(std::span<const nn::token>(ids.data(), std::size_t(ids.size())),
-                                ids.template extent<nn::batch>(), queries, model_.pad(), false);
+    return mask_type::of_tokens(ids, queries, model_.pad(), false);
   }
   /// Rows `rows` of host token ids, in that order.
   static tensor<nn::token, shape<nn::batch, nn::src>, cpu> host_rows(const tensor<nn::token, shape<nn::batch, nn::src>, cpu>& ids,

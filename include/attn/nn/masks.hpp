@@ -10,7 +10,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <span>
 #include <stdexcept>
 #include <type_traits>
 #include <string>
@@ -56,12 +55,14 @@ class attention_mask {
 
   /// Keys of sentence b that are `pad` are hidden, and with `causal` every key after the query's
   /// own position: key_ids [sentences, keys] on the host.
-  static attention_mask of_tokens(std::span<const token> key_ids, index_t sentences, index_t queries, token pad,
+  template <class K>
+  static attention_mask of_tokens(const tensor<token, shape<B, K>, cpu>& key_ids, index_t queries, token pad,
                                   bool causal) {
-    const index_t length = sentences == 0 ? 0 : index_t(key_ids.size()) / sentences;
+    const index_t sentences = key_ids.template extent<B>();
+    const index_t length = key_ids.template extent<K>();
     attention_mask mask(sentences, queries, length);
     state& s = *mask.state_;
-    s.key_ids.assign(key_ids.begin(), key_ids.end());
+    s.key_ids.assign(key_ids.data(), key_ids.data() + key_ids.size());
     s.pad = pad;
     s.causal = causal;
     // Padding after a sentence's last token is its key count; padding between tokens is not a
@@ -140,19 +141,14 @@ class attention_mask {
 template <class T, class Q, class K, class Device>
 attention_mask<T, batch, Q, Device> padding_mask(const tensor<token, shape<batch, K>, Device>& key_ids,
                                                  index_t queries, token pad) {
-  const auto host = to_host(key_ids);
-  return attention_mask<T, batch, Q, Device>::of_tokens(std::span<const token>(host.data(), std::size_t(host.size())),
-                                                        key_ids.template extent<batch>(), queries, pad, false);
+  return attention_mask<T, batch, Q, Device>::of_tokens(to_host(key_ids), queries, pad, false);
 }
 
 /// Decoder self-attention: position i sees positions ≤ i that are not padding, so that
 /// predictions for position i depend only on the outputs before it (§3.2.3).
 template <class T, class Q, class Device>
 attention_mask<T, batch, Q, Device> causal_mask(const tensor<token, shape<batch, Q>, Device>& ids, token pad) {
-  const auto host = to_host(ids);
-  return attention_mask<T, batch, Q, Device>::of_tokens(std::span<const token>(host.data(), std::size_t(host.size())),
-                                                        ids.template extent<batch>(), ids.template extent<Q>(), pad,
-                                                        true);
+  return attention_mask<T, batch, Q, Device>::of_tokens(to_host(ids), ids.template extent<Q>(), pad, true);
 }
 
 }  // namespace attn::nn

@@ -135,6 +135,14 @@ TEST_CASE_TEMPLATE("decode: cached and uncached greedy and beam search give the 
   }
 }
 
+TEST_CASE("decode: no sentences decode to no translations") {
+  const auto model = peaked_model<test::micro>(5);
+  const std::vector<std::vector<token>> none;
+  decode::kv_cache_decoder<double, test::micro> beam(model, none, eos), greedy(model, none, eos);
+  CHECK(decode::beam_search(beam, std::vector<index_t>{}, options(4, 4)).empty());
+  CHECK(decode::greedy_search(greedy, std::vector<index_t>{}, options(1, 4)).empty());
+}
+
 TEST_CASE("decode: a sentence decodes the same alone and in a padded batch") {
   const auto model = peaked_model<test::micro>(9);
   decode::kv_cache_decoder<double, test::micro> together(model, sources, eos);

@@ -184,3 +184,28 @@ TEST_CASE_TEMPLATE("16-bit sums, maxima and means: reduced in float, each rounde
     }
   }
 }
+
+TEST_CASE_TEMPLATE("reductions of an empty batch: a sum 0, a maximum -inf, a mean NaN, broadcast operands too", T,
+                   float, double, attn::bfloat16) {
+  // No sentences: what a reduction over the batch makes of nothing. The operand broadcast over
+  // the batch has no elements, which Eigen's broadcast would assert on if it were lowered.
+  using len_d = attn::shape<len, d_small>;
+  attn::tensor<T, s3> x(0, 4);
+  attn::tensor<T, attn::shape<batch, d_small>> per_sentence(0);
+  const auto sentences = attn::broadcast<s3>(per_sentence, x.extents());
+  const auto sum = attn::eval(attn::sum<batch>(x + sentences));
+  const auto max = attn::eval(attn::max<batch>(x + sentences));
+  const auto mean = attn::eval(attn::mean<batch>(x * sentences));
+  static_assert(std::is_same_v<typename decltype(sum)::shape_type, len_d>);
+  REQUIRE(sum.size() == 12);
+  for (attn::index_t i = 0; i < sum.size(); ++i) {
+    CHECK(float(sum.data()[i]) == 0.0f);
+    CHECK(float(max.data()[i]) == -std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(float(mean.data()[i])));
+  }
+  attn::tensor<T, attn::shape<len>> lengths(4);
+  lengths = attn::sum<d_small>(attn::sum<batch>(x));  // and its sum, in turn, of numbers
+  for (attn::index_t i = 0; i < 4; ++i) CHECK(float(lengths(i)) == 0.0f);
+  const auto none = attn::eval(x + sentences);
+  CHECK(none.size() == 0);
+}
