@@ -5,6 +5,7 @@
 # Exits non-zero on any failure. Works from any directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+attn_extra_packages=(clang libomp-dev)  # the consumer suite's second compiler (tests/consumer/meson.build)
 source scripts/deps.sh
 
 heading() { printf '\n=== %s (at %d s)\n' "$*" "$SECONDS"; }  # the times: where a run's 20 minutes go

@@ -605,9 +605,11 @@ class block_runner {
   std::exception_ptr failure_;
   bool running_ = false;
   bool reverse_ = false;  // threads_in_reverse(), for the block that runs
-  bool entered_from_launcher_ = false;
+#if defined(ATTN_EMULATOR_ASAN)
+  bool entered_from_launcher_ = false;  // the launcher's stack, for AddressSanitizer's fiber switches
   const void* launcher_stack_bottom_ = nullptr;
   std::size_t launcher_stack_size_ = 0;
+#endif
 };
 
 }  // namespace detail
