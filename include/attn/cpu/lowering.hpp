@@ -133,8 +133,9 @@ template <class X, class Y> auto apply(op::less, const X& x, const Y& y) { retur
 template <class X, class Y> auto apply(op::less_equal, const X& x, const Y& y) { return x <= y; }
 template <class X, class Y> auto apply(op::greater, const X& x, const Y& y) { return x > y; }
 template <class X, class Y> auto apply(op::greater_equal, const X& x, const Y& y) { return x >= y; }
-// Eigen's member operators called by name: C++20 also considers `y == x`, and with the operator
-// a member of Eigen's base class neither order converts better (clang warns of the ambiguity).
+// Eigen's member operators called by name: C++20 also considers `y == x` for `x == y` (and for
+// `x != y`), and with the operator a member of Eigen's base class neither order converts
+// better (clang warns of the ambiguity).
 template <class X, class Y> auto apply(op::equal_to, const X& x, const Y& y) { return x.operator==(y); }
 template <class X, class Y> auto apply(op::not_equal_to, const X& x, const Y& y) { return x.operator!=(y); }
 }  // namespace detail

@@ -65,12 +65,12 @@ void reduce_into(const tensor_view<T, S, cpu>& dst, const E& reduction) {
   }
   if (reduction.a.extents().size() == 0) {
     // An operand with no elements (an empty batch), not lowered: Eigen's broadcast asserts on an
-    // operand with no elements. Each output is what Eigen's reducers make of nothing.
+    // operand with no elements. Each output is the reduction's identity, as the GPU's kernels
+    // write it: 0 for a sum, -inf for a maximum, and 0 / 0 for a mean (NaN; 0 for integers).
     using C = accumulate_t<Stored>;
-    C nothing{};
-    if constexpr (std::is_same_v<Op, op::max>) nothing = Eigen::internal::MaxReducer<C>().initialize();  // -inf
+    C nothing = Op::template identity<C>();
     if constexpr (std::is_same_v<Op, op::mean> && std::is_floating_point_v<C>)
-      nothing = std::numeric_limits<C>::quiet_NaN();  // 0 / 0
+      nothing = std::numeric_limits<C>::quiet_NaN();
     std::fill_n(dst.data(), dst.size(), static_cast<T>(nothing));
     return;
   }

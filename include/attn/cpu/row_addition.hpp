@@ -16,6 +16,7 @@ namespace attn::cpu_backend {
 /// out[r, :] = in[r, :] + v, then ReLU's max(·, 0) when `Relu`, for every row r of [rows, width];
 /// `out` may be `in`. The ReLU keeps a NaN, as std::max(x, 0) does.
 template <bool Relu, class T>
+  requires(!is_float16_storage<T>)  // 16-bit numbers: the overload below, in float
 void add_to_rows(T* out, const T* in, const T* v, index_t rows, index_t width) {
   // Rows of at least ~32k numbers a thread: below that a fork-join costs more than it saves.
   parallel_for(rows, 1, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(1, width)),

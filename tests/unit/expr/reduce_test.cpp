@@ -204,7 +204,7 @@ TEST_CASE_TEMPLATE("reductions of an empty batch: a sum 0, a maximum -inf, a mea
     CHECK(std::isnan(float(mean.data()[i])));
   }
   attn::tensor<T, attn::shape<len>> lengths(4);
-  lengths = attn::sum<d_small>(attn::sum<batch>(x));  // and its sum, in turn, of numbers
+  lengths = attn::sum<d_small>(attn::sum<batch>(x));  // a sum over the batch, then over d_small
   for (attn::index_t i = 0; i < 4; ++i) CHECK(float(lengths(i)) == 0.0f);
   const auto none = attn::eval(x + sentences);
   CHECK(none.size() == 0);

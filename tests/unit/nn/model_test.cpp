@@ -235,29 +235,6 @@ TEST_CASE("nn: N, P_drop and learned positions given at run time build the model
   CHECK(shallow.parameters().refs().back().name.starts_with("decoder.layer.0."));
 }
 
-TEST_CASE("nn: an empty batch has empty outputs, a loss of 0 and no gradient") {
-  // No sentences (a data set's last, empty batch): the masks' key counts come from the ids'
-  // extents, not from dividing their count by the sentences.
-  nn::transformer<double, test::micro> model(13, 5);
-  const tensor<nn::token, shape<batch, src>> source(0, 4);
-  const tensor<nn::token, shape<batch, tgt>> input(0, 3), output(0, 3);
-  auto list = model.parameters();
-  list.zero_grad();
-  grad::tape tape;
-  random_stream drop(1);
-  const auto logits = model(nn::context{&tape, &drop}, source, input);
-  CHECK(logits.value().extents() == extents<shape<batch, tgt, vocab>>(0, 3, 13));
-  const auto loss = train::cross_entropy(&tape, logits, output, 0.1, nn::token{0});
-  CHECK(loss.tokens == 0);
-  CHECK(loss.loss.value().data()[0] == 0.0);
-  grad::backward(tape, loss.loss);
-  for (const auto& p : list) {
-    CAPTURE(p.name);
-    CHECK(std::all_of(p.grad, p.grad + p.size, [](double g) { return g == 0.0; }));
-  }
-  CHECK(logits_of(model, source, input).size() == 0);
-}
-
 TEST_CASE("nn: a small model overfits a fixed batch to near-zero loss") {
   // Four pairs: the target is the source reversed, after a start symbol 1.
   const auto source = test::tokens<src>(4, 5, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 2, 3, 5, 7, 11, 13});
