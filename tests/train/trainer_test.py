@@ -472,6 +472,14 @@ class BadInput(unittest.TestCase):
         self.assertIn("kept 50 of 53 sentence pairs; skipped 2 empty and 1 longer than 20 subwords (lines 51, 52, 53)",
                       done.stderr)
 
+    def test_a_training_corpus_without_text_is_named(self):
+        src = self.write("blank.src", "")  # SentencePiece's trainer failed on an internal check here
+        tgt = self.write("blank.tgt", "")
+        done = run(["--src", src, "--tgt", tgt, "--out", WORK / "blank", "--max-steps", 1, "--config", "tiny",
+                    "--layers", 1, "--vocab-size", 20], expect=1)
+        self.assertIn(f"no text in '{src}' and '{tgt}' (empty, or blank lines only)", done.stderr)
+        self.assertEqual(len(done.stderr.strip().splitlines()), 2, done.stderr)  # what it trains, then why not
+
     def test_resume_without_a_checkpoint_or_its_vocabulary(self):
         out = WORK / "no-checkpoint"
         out.mkdir(parents=True, exist_ok=True)

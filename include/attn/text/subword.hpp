@@ -115,6 +115,14 @@ class file_lines final : public sentencepiece::SentenceIterator {
   sentencepiece::util::Status status_;
 };
 
+/// Whether a line of `files` holds more than white space: given none, SentencePiece's trainer
+/// fails with an internal check ("[!sentences_.empty()]") that names no file.
+inline bool any_text(const std::vector<std::filesystem::path>& files) {
+  for (file_lines lines(files); !lines.done(); lines.Next())
+    if (lines.value().find_first_not_of(" \t\v\f") != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace detail
 
 /// A loaded SentencePiece model. Copies share the (immutable) model; encoding and decoding
@@ -153,6 +161,15 @@ class subword_model {
     if (files.empty())
       throw subword_error("subword training for " + detail::quoted(prefix) + ": no input files");
     for (const auto& file : files) detail::check_readable(file);
+    if (!detail::any_text(files)) {
+      std::string names;
+      for (const auto& file : files) {
+        if (!names.empty()) names += " and ";
+        names += detail::quoted(file);
+      }
+      throw subword_error("subword training for " + detail::quoted(prefix) + ": no text in " + names +
+                          " (empty, or blank lines only)");
+    }
     // The key-value form, unlike the command-line string, takes a prefix with spaces.
     const std::unordered_map<std::string, std::string> options{
         {"model_prefix", prefix.string()},

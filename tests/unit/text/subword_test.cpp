@@ -199,6 +199,18 @@ TEST_CASE("errors name the file") {
                        subword_error);
   CHECK_THROWS_AS(subword_model::train({}, dir.path / "m", 60), subword_error);
 
+  // No text: named, not SentencePiece's internal check.
+  const fs::path empty = dir.path / "empty.txt", blank = dir.path / "blank.txt";
+  write_lines(empty, {});
+  write_lines(blank, {"", "  \t", ""}, "\r\n");
+  CHECK_THROWS_WITH_AS(subword_model::train({empty, blank}, dir.path / "m", 60),
+                       ("subword training for '" + (dir.path / "m").string() + "': no text in '" + empty.string() +
+                        "' and '" + blank.string() + "' (empty, or blank lines only)")
+                           .c_str(),
+                       subword_error);
+  write_lines(blank, {"", " a b", ""});  // one line of text is enough to train on
+  CHECK_NOTHROW(subword_model::train({empty, blank}, dir.path / "m", 60));
+
   // Too many distinct characters for the vocabulary: SentencePiece's reason is passed on.
   write_lines(dir.path / "letters.txt", {"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789"});
   CHECK_THROWS_WITH_AS(subword_model::train({dir.path / "letters.txt"}, dir.path / "small", 20),
