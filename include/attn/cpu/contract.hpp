@@ -87,10 +87,10 @@ struct repeated_rows_addition<T, S, expr::binary<op::add, X, expr::broadcast<S, 
 };
 
 /// y[r, :] = x[r, :] + p for every row r of p's size (y may be x), computed as Eigen's road
-/// computes it: in float for 16-bit numbers, each sum rounded once.
+/// computes it: in float for 16-bit numbers, each sum rounded once. Never called with no
+/// elements (lower_into_view returns first), so p has a width to divide by.
 template <class T>
 void add_repeated_rows(T* y, const T* x, const T* p, index_t size, index_t width) {
-  if (size == 0 || width == 0) return;
   if constexpr (is_float16_storage<T>) {
     auto wide_x = conversions::widened(x, size);
     add_to_rows<false>(y, wide_x.data(), p, size / width, width);
