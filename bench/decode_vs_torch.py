@@ -34,8 +34,9 @@ computes (examples/translate/translate.hpp, include/attn/decode/{kv_cache,greedy
 - beam (k = 4): each live row's 2k best extensions (topk; pad and bos never extend; a row at
   the maximum length may only end), then per sentence the 2k best of those (a stable sort of
   the sentence's k x 2k candidates: cumulative log-probability in double, then parent, then
-  rank in the row), eos extensions among the first k become finished while fewer than k are,
-  the first k others stay live; a sentence is done when k have finished or none is live; the
+  rank in the row), eos extensions among the first k become finished, the first k others stay
+  live; a sentence is done when none is live, or when k have finished and the best live one's
+  log P over the penalty of this step's finished ones does not beat the best finished; the
   result is the best finished by log P / ((5 + |Y|) / 6)^alpha, |Y| counting eos. All of it is
   tensor operations over the batch; Python touches only the sentences whose best finished
   hypothesis improved in a step.
@@ -401,12 +402,13 @@ def torch_worker(spec):
             valid = values > -math.inf
             ends = valid & (tokens == EOS)
             early = ends & (rank < k)
-            accepted = early & (early.cumsum(1) <= (k - finished).unsqueeze(1))
+            accepted = early
             goes_on = valid & (tokens != EOS)
             goes_on &= goes_on.cumsum(1) <= k
+            penalty = ((5.0 + step + 1) / 6.0) ** alpha  # of this step's ends, and the live ones' estimate
             if bool(accepted.any()):
                 finished += accepted.sum(1)
-                scores = torch.where(accepted, values / ((5.0 + step + 1) / 6.0) ** alpha,
+                scores = torch.where(accepted, values / penalty,
                                      torch.tensor(-math.inf, dtype=torch.float64))
                 top, at = scores.max(1)
                 improved = top > best
@@ -414,7 +416,8 @@ def torch_worker(spec):
                     first = int(torch.nonzero(scores[s] == top[s])[0])
                     results[s] = history[int(parents[s, first])].tolist()
                 best = torch.where(improved, top, best)
-            done = (finished >= k) | (goes_on.sum(1) == 0)
+            best_live = torch.where(goes_on, values, torch.tensor(-math.inf, dtype=torch.float64)).max(1).values
+            done = ((finished >= k) & (best_live / penalty <= best)) | (goes_on.sum(1) == 0)
             goes_on &= ~done.unsqueeze(1)
             chosen = goes_on.nonzero()  # sentence by sentence, in rank order
             if chosen.shape[0] == 0:

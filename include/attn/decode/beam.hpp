@@ -1,8 +1,10 @@
 // Beam search (paper §6.1) over a batch of sentences: beam size k, the GNMT length penalty,
-// a maximum output length, and an early end once k hypotheses of a sentence have finished.
+// a maximum output length, and an early end once k hypotheses of a sentence have finished and
+// no live one outscores them.
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -33,6 +35,15 @@ inline bool preferred(const candidate& a, const candidate& b) {
   if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
   if (a.parent != b.parent) return a.parent < b.parent;
   return a.next < b.next;
+}
+
+/// The n-th best score among `finished` (n counted from 1; n <= finished.size()).
+inline double nth_best_score(const std::vector<hypothesis>& finished, std::size_t n) {
+  std::vector<double> scores;
+  scores.reserve(finished.size());
+  for (const auto& h : finished) scores.push_back(h.score);
+  std::nth_element(scores.begin(), scores.begin() + std::ptrdiff_t(n - 1), scores.end(), std::greater<>());
+  return scores[n - 1];
 }
 
 struct sentence_beam {
@@ -78,11 +89,16 @@ inline void best_extensions(const float* log_probs, index_t vocabulary, const li
 ///
 /// Each step extends every live hypothesis of a sentence by every token and keeps the 2k most
 /// probable extensions: those that end (with the end symbol) among the first k become finished
-/// hypotheses, and the first k that do not end stay live. A sentence is done when k of its
-/// hypotheses have finished; hypotheses at the maximum length must end. The best finished
+/// hypotheses, and the first k that do not end stay live. A sentence is done when none is live,
+/// or when k of its hypotheses have finished (fairseq's rule) and the best live one, scored
+/// with the length penalty of this step's finished ones, does not beat the options.nbest-th best
+/// finished one (as Hugging Face's heuristic: fairseq's rule alone stopped a confident model's
+/// search after k premature ends, before the sentence they cut short could finish, see
+/// docs/translation.md). Hypotheses at the maximum length must end. The best finished
 /// hypotheses by length-normalised score are returned (log P / lp, see length_penalty).
-/// With k = 1 this is greedy search; with k at least as large as every step's number of
-/// extensions it is an exhaustive search.
+/// With k = 1 this is greedy search (the live hypothesis ranked below the end, both scored
+/// at the same length); with k at least as large as every step's number of extensions it is
+/// an exhaustive search.
 template <next_token_scorer Scorer>
 std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const index_t> source_lengths,
                                                  const search_options& options) {
@@ -120,7 +136,7 @@ std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const
         const auto& c = candidates[rank];
         const auto& parent = sentence.live[std::size_t(c.parent)];
         if (c.next == options.eos) {
-          if (rank < beam && sentence.finished.size() < beam)
+          if (rank < beam)
             sentence.finished.push_back({parent.tokens, c.log_prob,
                                          c.log_prob / length_penalty(parent.tokens.size() + 1, options.alpha)});
         } else if (live.size() < beam) {
@@ -129,7 +145,13 @@ std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const
           h.row = parent.row;  // the row to continue; renumbered below
         }
       }
-      if (sentence.finished.size() >= beam || live.empty()) {
+      // live.front() is the most probable live hypothesis; this step's ends have its length.
+      const auto outscores_finished = [&] {
+        const auto& best = live.front();
+        return best.log_prob / length_penalty(best.tokens.size(), options.alpha) >
+               detail::nth_best_score(sentence.finished, std::size_t(options.nbest));
+      };
+      if (live.empty() || (sentence.finished.size() >= beam && !outscores_finished())) {
         sentence.done = true;
         sentence.live.clear();
         continue;

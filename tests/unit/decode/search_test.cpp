@@ -305,7 +305,7 @@ TEST_CASE("decode: padding and the start symbol are never output") {
     for (token t : h.tokens) CHECK((t != 4 && t != 5));
 }
 
-TEST_CASE("decode: beam search ends a sentence as soon as k hypotheses have finished") {
+TEST_CASE("decode: beam search ends a sentence as soon as k hypotheses have finished and none live outscores them") {
   // The end symbol is certain after one token: all k hypotheses finish at step 2.
   const function_scorer::table table = [](std::size_t, const std::vector<token>& prefix) {
     if (prefix.empty()) return std::vector<float>{-50.0f, std::log(0.5f), std::log(0.3f), std::log(0.2f)};
@@ -321,4 +321,41 @@ TEST_CASE("decode: beam search ends a sentence as soon as k hypotheses have fini
   CHECK(found[0][0].tokens == std::vector<token>{1});
   CHECK(found[0][1].tokens == std::vector<token>{2});
   CHECK(found[0][2].tokens == std::vector<token>{3});
+}
+
+TEST_CASE("decode: beam search goes on while a live hypothesis outscores the finished ones") {
+  // A confident model (tests/learning_spread.py found one, half-trained): the sentence 1 2 3 4 5 6
+  // at 0.99 a token, and after every proper prefix of it the end symbol second at 0.006. Each of
+  // those ends ranks among the first k candidates and finishes, so k short sentences finish
+  // before the whole one can; a search that stopped at k finished returned one of them, scoring
+  // far below greedy search's whole sentence.
+  const function_scorer::table table = [](std::size_t, const std::vector<token>& prefix) {
+    std::vector<float> p(8, std::log(0.0005f));  // off the sentence: everything improbable
+    const std::vector<token> sentence{1, 2, 3, 4, 5, 6};
+    const bool on_it = std::equal(prefix.begin(), prefix.end(), sentence.begin(),
+                                  sentence.begin() + std::ptrdiff_t(std::min(prefix.size(), sentence.size())));
+    if (on_it && prefix.size() < sentence.size()) {
+      p[std::size_t(sentence[prefix.size()])] = std::log(0.99f);
+      p[0] = std::log(0.006f);
+    } else if (on_it) {
+      p[0] = std::log(0.99f);
+    }
+    return p;
+  };
+  const std::vector<index_t> lengths{6};
+  for (int k : {2, 3, 4}) {
+    CAPTURE(k);
+    function_scorer g(8, 1, table), b(8, 1, table);
+    auto o = options_with(k, 0.6, 10);
+    const auto greedy = decode::greedy_search(g, lengths, o);
+    REQUIRE(greedy[0].tokens == std::vector<token>{1, 2, 3, 4, 5, 6});
+    o.nbest = k;
+    const auto beam = decode::beam_search(b, lengths, o);
+    REQUIRE(beam[0].size() == std::size_t(k));
+    CHECK(beam[0][0].tokens == greedy[0].tokens);
+    CHECK(beam[0][0].score == doctest::Approx(greedy[0].score).epsilon(1e-12));
+    for (std::size_t i = 1; i < beam[0].size(); ++i) CHECK(beam[0][i].score <= beam[0][i - 1].score);
+    // And it stops soon after: once the whole sentence has finished, no live one comes near it.
+    CHECK(b.calls <= 8);
+  }
 }
