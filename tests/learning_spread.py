@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """The spread of what the learning tests measure, and what broken models score on the same
-measures: every learning test repeated under the OpenBLAS kernels of other CPUs
-(OPENBLAS_CORETYPE), with 1 and 2 threads, over several seeds of its data and initialisation.
-The tests' thresholds sit well outside the spread and well inside what the controls score;
-docs/testing.md keeps the numbers.
+measures: every learning test repeated under the kernels of other CPUs, with 1 and 2 threads,
+over several seeds of its data and initialisation. The tests' thresholds sit well outside the
+spread and well inside what the controls score; docs/testing.md keeps the numbers.
+
+The kernels: attn multiplies floats through oneDNN (when built with it, as scripts/test.sh
+builds), whose instruction set ONEDNN_MAX_CPU_ISA caps, and doubles (and floats without oneDNN,
+ATTN_DNNL=0) through OpenBLAS, whose kernels OPENBLAS_CORETYPE forces. A kernel set is written
+ISA:CORE, both of one kind of machine: AVX512_CORE:SkylakeX (an Intel Xeon or an AMD Zen 4 or 5),
+AVX2:Haswell (a Zen 3, an Intel without AVX-512), AVX:Sandybridge, SSE41:Prescott; ISA `none`
+leaves oneDNN out (ATTN_DNNL=0): none:Haswell is an AVX2 machine whose attn was built without it.
+Sets this CPU cannot run are skipped.
 
 The learning tests:
   learn      tests/train/trainer_test.py, Learning: validation loss after 400 steps
@@ -11,15 +18,18 @@ The learning tests:
              exact lines, greedy and beam 4, of a model trained 1 000 steps
   overfit    tests/unit/nn/model_test.cpp, "overfits a fixed batch": the loss after 200 steps,
              for the five initialisations the test itself runs
+  precision  tests/train/trainer_test.py, Precision: learn's run in fp32, bf16 and fp16, and how
+             closely the 16-bit runs follow fp32's (steps 1-50, 100-step windows)
 The controls (with --controls): the learn and translate runs trained on targets that belong to
 other sources (what a model that cannot use the source learns), and translate's model trained
 for 0 steps (learn's and overfit's untrained loss is their first step's, measured anyway).
 
-    python3 tests/learning_spread.py --build build [--core-types Haswell,Zen] [--threads 1,2]
-        [--seeds 5] [--tests learn,translate,overfit] [--controls] [--jobs 2] [--json FILE]
+    python3 tests/learning_spread.py --build build [--kernels AVX2:Haswell,none:Haswell]
+        [--threads 1,2] [--seeds 5] [--tests learn,translate,overfit] [--controls] [--jobs 2]
+        [--json FILE]
 
-With the defaults on a CPU without AVX-512 (SkylakeX skipped) it runs 88 jobs, and --controls 5
-more: 70 minutes on a 2-vCPU AMD EPYC.
+With the defaults it runs 22 jobs a kernel set (6 sets on a CPU with AVX-512), and --controls 5
+more.
 """
 
 import argparse
@@ -40,8 +50,14 @@ sys.path.insert(0, str(HERE / "train"))
 sys.path.insert(0, str(HERE / "translate"))
 import machine  # noqa: E402
 
-CORE_TYPES = ["Haswell", "Zen", "SkylakeX", "Sandybridge", "Prescott"]
-TESTS = ["learn", "translate", "overfit"]
+# OpenBLAS's Zen kernels compute what its Haswell kernels compute (docs/testing.md), and its
+# Cooperlake's single-precision products are SkylakeX's: neither is a set of its own here.
+KERNEL_SETS = ["AVX512_CORE:SkylakeX", "AVX2:Haswell", "AVX:Sandybridge", "SSE41:Prescott",
+               "none:SkylakeX", "none:Haswell"]
+# The CPU flag each oneDNN instruction set (ONEDNN_MAX_CPU_ISA) needs; what it needs beyond that
+# flag (AVX512_CORE: BW, DQ, VL) every CPU with the flag and such kernels in OpenBLAS has too.
+ISA_NEEDS = {"AVX512_CORE": "avx512bw", "AVX2": "avx2", "AVX": "avx", "SSE41": "sse4_1", "none": None}
+TESTS = ["learn", "translate", "overfit", "precision"]
 
 
 def seeds_of(index):
@@ -76,6 +92,20 @@ def translate(build, work, index, threads, aligned=True, steps=1000):
     return result
 
 
+def precision(build, work, index, threads):
+    import trainer_test
+    trainer_test.TRAIN, trainer_test.WORK = build / "examples" / "attn-train", work
+    seed, corpus_seed = seeds_of(index)
+    runs = {p: work / p for p in ("fp32", "bf16", "fp16")}
+    for name, out in runs.items():
+        trainer_test.learn(out, "--precision", name, seed=seed, corpus_seed=corpus_seed, threads=threads)
+    result = {f"valid_loss_{name}": trainer_test.metrics(out, "valid")[-1]["loss"] for name, out in runs.items()}
+    for name in ("bf16", "fp16"):
+        result[f"{name}_steps_1_50"], result[f"{name}_windows"] = trainer_test.following(runs["fp32"], runs[name])
+    result["fp16_overflows"] = trainer_test.metrics(runs["fp16"])[-1]["overflows"]
+    return result
+
+
 OVERFIT_SEEDS = list(range(21, 26))  # the initialisations model_test.cpp runs
 
 
@@ -95,7 +125,7 @@ def run_job(job):
     build = Path(job["build"])
     work = Path(tempfile.mkdtemp(prefix="attn-spread-"))
     try:
-        kind = {"learn": learn, "translate": translate, "overfit": overfit}[job["test"]]
+        kind = {"learn": learn, "translate": translate, "overfit": overfit, "precision": precision}[job["test"]]
         extra = {k: job[k] for k in ("aligned", "steps") if k in job}
         return kind(build, work, job["index"], job["threads"], **extra)
     finally:
@@ -104,8 +134,14 @@ def run_job(job):
 
 def start(job):
     """Runs `job` in a child process whose environment forces its kernels and threads."""
-    env = dict(os.environ, OPENBLAS_CORETYPE=job["core"], OMP_NUM_THREADS=str(job["threads"]),
-               OMP_WAIT_POLICY="passive")
+    isa, core = job["kernels"].split(":")
+    env = dict(os.environ, OPENBLAS_CORETYPE=core, OMP_NUM_THREADS=str(job["threads"]), OMP_WAIT_POLICY="passive")
+    env.pop("ATTN_DNNL", None)
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    if isa == "none":
+        env["ATTN_DNNL"] = "0"
+    else:
+        env["ONEDNN_MAX_CPU_ISA"] = isa
     began = time.monotonic()
     done = subprocess.run([sys.executable, __file__, "--job", json.dumps(job)], capture_output=True, text=True,
                           env=env)
@@ -126,7 +162,7 @@ def seeds_label(job):
 
 
 def rows(results):
-    """(test, control, core, threads, metric, value) for every number measured."""
+    """(test, control, kernels, threads, metric, value) for every number measured."""
     for r in results:
         if "result" not in r:
             continue
@@ -134,7 +170,7 @@ def rows(results):
         for one in measured:
             for metric, value in one.items():
                 if metric != "seed" and value is not None:
-                    yield r["test"], r.get("control", ""), r["core"], r["threads"], metric, value
+                    yield r["test"], r.get("control", ""), r["kernels"], r["threads"], metric, value
 
 
 def spread(values):
@@ -143,18 +179,18 @@ def spread(values):
 
 def report(results):
     table = {}
-    for test, control, core, threads, metric, value in rows(results):
-        table.setdefault((test, control, metric), {}).setdefault((core, threads), []).append(value)
+    for test, control, kernels, threads, metric, value in rows(results):
+        table.setdefault((test, control, metric), {}).setdefault((kernels, threads), []).append(value)
     lines = []
     for (test, control, metric), cells in sorted(table.items()):
         everything = [v for values in cells.values() for v in values]
         lines.append(f"{test}{' (' + control + ')' if control else ''} {metric}: {spread(everything)} "
                      f"over {len(everything)} runs")
-        for (core, threads), values in sorted(cells.items()):
-            lines.append(f"    {core:12s} {threads} thread(s): {spread(values)}")
+        for (kernels, threads), values in sorted(cells.items()):
+            lines.append(f"    {kernels:22s} {threads} thread(s): {spread(values)}")
     for r in results:
         if "error" in r:
-            lines.append(f"failed: {r['test']} {r.get('control', '')} {r['core']} {r['threads']} thread(s) "
+            lines.append(f"failed: {r['test']} {r.get('control', '')} {r['kernels']} {r['threads']} thread(s) "
                          f"{seeds_label(r)}: {r['error']}")
     return "\n".join(lines)
 
@@ -163,12 +199,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--build", type=Path, default=HERE.parent / "build", help="Meson build directory (build/)")
-    parser.add_argument("--core-types", default=",".join(CORE_TYPES),
-                        help="OPENBLAS_CORETYPE values; those this CPU cannot run are skipped (%(default)s)")
+    parser.add_argument("--kernels", default=",".join(KERNEL_SETS),
+                        help="kernel sets ISA:CORE, ONEDNN_MAX_CPU_ISA (or none: ATTN_DNNL=0) and "
+                             "OPENBLAS_CORETYPE; those this CPU cannot run are skipped (%(default)s)")
     parser.add_argument("--threads", default="1,2", help="thread counts (%(default)s)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of data and initialisation (%(default)s)")
     parser.add_argument("--tests", default=",".join(TESTS), help="learning tests to run (%(default)s)")
-    parser.add_argument("--controls", action="store_true", help="also train the controls (with the first core type, 2 threads)")
+    parser.add_argument("--controls", action="store_true", help="also train the controls (with the first kernel set, 2 threads)")
     parser.add_argument("--jobs", type=int, default=2, help="trainings run side by side (%(default)s)")
     parser.add_argument("--json", type=Path, help="write every job and its numbers to this file")
     args = parser.parse_args()
@@ -181,22 +218,27 @@ def main():
         parser.error(f"--tests: unknown {', '.join(sorted(unknown))}; choose from {', '.join(TESTS)}")
     build = args.build.resolve()
     needs = {"learn": ["examples/attn-train"], "translate": ["examples/attn-train", "examples/attn-translate"],
-             "overfit": ["tests/unit/unit-model"]}
+             "overfit": ["tests/unit/unit-model"], "precision": ["examples/attn-train"]}
     for program in sorted({p for test in tests for p in needs[test]}):
         if not (build / program).is_file():
             parser.error(f"{build / program} is missing: build first (meson compile -C {args.build})")
     _, flags = machine.cpu()
-    known = {name.lower(): name for name in machine.KERNELS_NEED}
-    cores = []
-    for core in args.core_types.split(","):
-        core = known.get(core.lower(), core)  # OpenBLAS ignores case; the CPU check below does not
-        needed = machine.KERNELS_NEED.get(core)
-        if needed and flags and needed not in flags:
-            print(f"skipping {core}: this CPU lacks {needed}", file=sys.stderr)
+    known_cores = {name.lower(): name for name in machine.KERNELS_NEED}
+    known_isas = {name.lower(): name for name in ISA_NEEDS}
+    kernel_sets = []
+    for kernels in args.kernels.split(","):
+        isa, _, core = kernels.partition(":")
+        if isa.lower() not in known_isas or not core:
+            parser.error(f"--kernels: expected ISA:CORE with ISA one of {', '.join(ISA_NEEDS)}, got {kernels!r}")
+        # OpenBLAS and oneDNN ignore case; the CPU check below does not
+        isa, core = known_isas[isa.lower()], known_cores.get(core.lower(), core)
+        needed = [flag for flag in (ISA_NEEDS[isa], machine.KERNELS_NEED.get(core)) if flag]
+        if flags and (missing := [flag for flag in needed if flag not in flags]):
+            print(f"skipping {isa}:{core}: this CPU lacks {', '.join(missing)}", file=sys.stderr)
         else:
-            cores.append(core)
-    if not cores:
-        parser.error("--core-types: this CPU can run none of them")
+            kernel_sets.append(f"{isa}:{core}")
+    if not kernel_sets:
+        parser.error("--kernels: this CPU can run none of them")
     try:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
@@ -204,18 +246,18 @@ def main():
 
     jobs = []
     for test in tests:
-        for core in cores:
+        for kernels in kernel_sets:
             for t in threads:
                 for index in range(1 if test == "overfit" else args.seeds):
-                    jobs.append({"test": test, "core": core, "threads": t, "index": index, "build": str(build)})
+                    jobs.append({"test": test, "kernels": kernels, "threads": t, "index": index, "build": str(build)})
     if args.controls:
-        default = cores[0]
+        default = kernel_sets[0]
         for test in set(tests) & {"learn", "translate"}:
             for index in range(2):
-                jobs.append({"test": test, "control": "unaligned", "aligned": False, "core": default, "threads": 2,
+                jobs.append({"test": test, "control": "unaligned", "aligned": False, "kernels": default, "threads": 2,
                              "index": index, "build": str(build)})
         if "translate" in tests:  # learn's 0-step control is its first step's loss, measured anyway
-            jobs.append({"test": "translate", "control": "0 steps", "steps": 0, "core": default, "threads": 2,
+            jobs.append({"test": "translate", "control": "0 steps", "steps": 0, "kernels": default, "threads": 2,
                          "index": 0, "build": str(build)})
 
     print(f"{machine.describe()}\n{len(jobs)} jobs, {args.jobs} at a time", file=sys.stderr)
@@ -225,7 +267,7 @@ def main():
             done = future.result()
             results.append(done)
             what = done.get("result", done.get("error"))
-            print(f"[{len(results)}/{len(jobs)}] {done['test']} {done.get('control', '')} {done['core']} "
+            print(f"[{len(results)}/{len(jobs)}] {done['test']} {done.get('control', '')} {done['kernels']} "
                   f"{done['threads']} thread(s) {seeds_label(done)} ({done['seconds']} s): {what}",
                   file=sys.stderr, flush=True)
             if args.json:  # after every job: a stopped sweep keeps what it measured
