@@ -111,11 +111,10 @@ class Learning(unittest.TestCase):
         valid = metrics(out, "valid")
         self.assertEqual([v["step"] for v in valid], [200, 400])
         # Thresholds far from both sides of what tests/learning_spread.py measured (docs/testing.md)
-        # over OpenBLAS's Haswell (= Zen), Sandybridge and Prescott kernels (AVX-512's SkylakeX is
-        # not measured yet), 1 and 2 threads and 5 seeds: validation loss 0.90-1.14, perplexity
-        # 1.22-1.63 after 400 steps (the floor with ε_ls = 0.1 and 128 classes is 0.80); a model
-        # that cannot use the source (trained on misaligned pairs) ends at loss 3.25-3.28,
-        # perplexity 17.7-18.3.
+        # over oneDNN's AVX-512, AVX2, AVX and SSE4.1 kernels and OpenBLAS's alone (SkylakeX and
+        # Haswell), 1 and 2 threads and 5 seeds: validation loss 0.89-1.15, perplexity 1.21-1.64
+        # after 400 steps (the floor with ε_ls = 0.1 and 128 classes is 0.80); a model that cannot
+        # use the source (trained on misaligned pairs) ends at loss 3.21-3.22, perplexity 17.0-17.2.
         where = machine.describe()
         print(f"\nlearned: validation loss {valid[-1]['loss']:.4f}, perplexity {valid[-1]['ppl']:.4f} on {where}",
               file=sys.stderr)  # in the log even when it passes
@@ -123,7 +122,7 @@ class Learning(unittest.TestCase):
         self.assertLess(valid[-1]["ppl"], 4.0, f"{valid} on {where}")
         steps = metrics(out)
         self.assertEqual(len(steps), 400)
-        self.assertGreater(steps[0]["loss"], 3.5)  # untrained: 5.67-6.04 measured, about ln 128 = 4.85 or more
+        self.assertGreater(steps[0]["loss"], 3.5)  # untrained: 6.23-6.73 measured, about ln 128 = 4.85 or more
         for key in ("loss", "ppl", "lr", "grad_norm", "tokens", "tokens_per_s", "elapsed_s"):
             self.assertIn(key, steps[-1])
         self.assertIn("validation ppl", done.stderr)
@@ -149,13 +148,13 @@ def following(fp32, other):
 class Precision(unittest.TestCase):
     def test_bf16_and_fp16_training_follows_the_fp32_run(self):
         # The learning test's run (400 steps) in the three precisions, from the same weights and
-        # batches. Over OpenBLAS's Cooperlake, SkylakeX, Haswell and Sandybridge kernels and 1 and
-        # 2 threads (docs/testing.md): steps 1-50 within 0.099-0.110 % (bf16) and 0.027-0.028 %
-        # (fp16) of fp32's losses, every 100-step window's mean within 1.4-6.0 % and 1.0-2.8 %
-        # (the runs' rounding differences grow into different trajectories after ~100 steps, as
-        # any two runs' do), validation loss 0.92-1.20 (fp32 0.91-1.26); fp16 skipped 1 or 2 steps
-        # whose gradients overflowed at the initial scale 65536. A run that does not learn is
-        # 200 % off fp32's last windows.
+        # batches. Over the learning test's kernels, threads and 5 seeds (docs/testing.md): steps
+        # 1-50 within 0.078-0.119 % (bf16) and 0.022-0.030 % (fp16) of fp32's losses, every
+        # 100-step window's mean within 0.1-7.3 % and 0.5-14.6 % (the runs' rounding differences
+        # grow into different trajectories after ~100 steps, as any two runs' do), validation
+        # loss 0.88-1.19 and 0.87-1.22 (fp32 0.89-1.15); fp16 skipped 0 to 2 steps whose
+        # gradients overflowed at the initial scale 65536. A run that does not learn is 200 %
+        # off fp32's last windows.
         runs = {}
         for precision in ("fp32", "bf16", "fp16"):
             if precision == "fp32":  # the learning test's run
@@ -172,7 +171,7 @@ class Precision(unittest.TestCase):
                   f" of fp32; validation loss {valid['loss']:.4f} (fp32 {valid_fp32['loss']:.4f}) on {where}",
                   file=sys.stderr)
             self.assertLess(early, 0.01, f"{precision} on {where}")
-            self.assertLess(windows, 0.20, f"{precision} on {where}")
+            self.assertLess(windows, 0.30, f"{precision} on {where}")
             # The learning test's thresholds: it learns as fp32 does (docs/testing.md).
             self.assertLess(valid["loss"], 2.0, f"{precision} on {where}")
             self.assertLess(valid["ppl"], 4.0, f"{precision} on {where}")

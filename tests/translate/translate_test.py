@@ -104,12 +104,12 @@ class Translation(unittest.TestCase):
         self.assertIn("chrF2 = ", done.stderr)
         self.assertIn("100 sentences", done.stderr)
         # Thresholds far from both sides of what tests/learning_spread.py measured (docs/testing.md)
-        # over OpenBLAS's Haswell (= Zen), Sandybridge and Prescott kernels (AVX-512's SkylakeX is
-        # not measured yet), 1 and 2 threads and 5 seeds, greedy and beam alike: BLEU 88.5-99.7,
-        # chrF 90.4-99.7, brevity penalty 0.993-1, 79-99 of the 100 sentences exact (the target
-        # is the reversed dictionary). A model that cannot use the source (trained on misaligned
-        # pairs): BLEU 0.7-1.3, chrF 5.6-8.0, none exact; untrained: BLEU 0-0.07, none exact. A
-        # search that stops too early shows in the brevity penalty.
+        # over oneDNN's AVX-512, AVX2, AVX and SSE4.1 kernels and OpenBLAS's alone, 1 and 2
+        # threads and 5 seeds, greedy and beam alike: BLEU 86.3-100, chrF 89.3-100, brevity
+        # penalty 0.991-1, 68-100 of the 100 sentences exact (the target is the reversed
+        # dictionary). A model that cannot use the source (trained on misaligned pairs): BLEU
+        # 0.7-1.3, chrF 5.6-7.0, none exact; untrained: BLEU 0-0.07, none exact. A search that
+        # stops too early shows in the brevity penalty (it found one: docs/translation.md).
         where = machine.describe()
         for s in (greedy, beam):
             print(f"\nlearned: {s['search']} BLEU {s['bleu']:.2f}, chrF {s['chrf']:.2f}, brevity penalty "
@@ -118,7 +118,7 @@ class Translation(unittest.TestCase):
             context = f"{s} on {where}"
             self.assertGreater(s["bleu"], 60.0, context)
             self.assertGreater(s["chrf"], 60.0, context)
-            self.assertGreater(s["exact"], 40, context)
+            self.assertGreater(s["exact"], 30, context)
             self.assertGreater(s["brevity_penalty"], 0.9, context)
             self.assertEqual(s["sentences"], 100)
             self.assertGreater(s["sentences_per_second"], 0)
