@@ -25,11 +25,13 @@ other sources (what a model that cannot use the source learns), and translate's 
 for 0 steps (learn's and overfit's untrained loss is their first step's, measured anyway).
 
     python3 tests/learning_spread.py --build build [--kernels AVX2:Haswell,none:Haswell]
-        [--threads 1,2] [--seeds 5] [--tests learn,translate,overfit] [--controls] [--jobs 2]
-        [--json FILE]
+        [--threads 1,2] [--seeds 5] [--tests learn,translate,overfit,precision] [--controls]
+        [--jobs 2] [--json FILE]
 
-With the defaults it runs 22 jobs a kernel set (6 sets on a CPU with AVX-512), and --controls 5
-more.
+With the defaults it runs 32 jobs a kernel set (6 sets on a CPU with AVX-512: 192 jobs, about
+365 trainings, since an overfit job trains 5 models and a precision job 3), and --controls 5
+more. The kernel sets with an ISA measure oneDNN's kernels only in a build with oneDNN (the
+`dnnl` option); elsewhere they measure OpenBLAS's under oneDNN's names, and the script says so.
 """
 
 import argparse
@@ -239,6 +241,9 @@ def main():
             kernel_sets.append(f"{isa}:{core}")
     if not kernel_sets:
         parser.error("--kernels: this CPU can run none of them")
+    if machine.onednn() is None and any(not k.startswith("none:") for k in kernel_sets):
+        print("oneDNN (libdnnl.so.2) is not installed, so attn multiplies through OpenBLAS whatever "
+              "--kernels names as oneDNN's instruction set", file=sys.stderr)
     try:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:

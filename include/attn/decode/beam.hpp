@@ -92,9 +92,9 @@ inline void best_extensions(const float* log_probs, index_t vocabulary, const li
 /// hypotheses, and the first k that do not end stay live. A sentence is done when none is live,
 /// or when k of its hypotheses have finished (fairseq's rule) and the best live one, scored
 /// with the length penalty of this step's finished ones, does not beat the options.nbest-th best
-/// finished one (as Hugging Face's heuristic: fairseq's rule alone stopped a confident model's
-/// search after k premature ends, before the sentence they cut short could finish, see
-/// docs/translation.md). Hypotheses at the maximum length must end. The best finished
+/// finished one (Hugging Face's heuristic compares with the worst of the k). fairseq's rule
+/// alone stopped a confident model's search after k premature ends, before the sentence they
+/// cut short could finish (docs/translation.md). Hypotheses at the maximum length must end. The best finished
 /// hypotheses by length-normalised score are returned (log P / lp, see length_penalty).
 /// With k = 1 this is greedy search (the live hypothesis ranked below the end, both scored
 /// at the same length); with k at least as large as every step's number of extensions it is
