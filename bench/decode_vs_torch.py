@@ -402,13 +402,12 @@ def torch_worker(spec):
             valid = values > -math.inf
             ends = valid & (tokens == EOS)
             early = ends & (rank < k)
-            accepted = early
             goes_on = valid & (tokens != EOS)
             goes_on &= goes_on.cumsum(1) <= k
             penalty = ((5.0 + step + 1) / 6.0) ** alpha  # of this step's ends, and the live ones' estimate
-            if bool(accepted.any()):
-                finished += accepted.sum(1)
-                scores = torch.where(accepted, values / penalty,
+            if bool(early.any()):
+                finished += early.sum(1)
+                scores = torch.where(early, values / penalty,
                                      torch.tensor(-math.inf, dtype=torch.float64))
                 top, at = scores.max(1)
                 improved = top > best

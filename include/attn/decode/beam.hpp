@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <vector>
 
@@ -35,15 +34,6 @@ inline bool preferred(const candidate& a, const candidate& b) {
   if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
   if (a.parent != b.parent) return a.parent < b.parent;
   return a.next < b.next;
-}
-
-/// The n-th best score among `finished` (n counted from 1; n <= finished.size()).
-inline double nth_best_score(const std::vector<hypothesis>& finished, std::size_t n) {
-  std::vector<double> scores;
-  scores.reserve(finished.size());
-  for (const auto& h : finished) scores.push_back(h.score);
-  std::nth_element(scores.begin(), scores.begin() + std::ptrdiff_t(n - 1), scores.end(), std::greater<>());
-  return scores[n - 1];
 }
 
 struct sentence_beam {
@@ -94,8 +84,9 @@ inline void best_extensions(const float* log_probs, index_t vocabulary, const li
 /// with the length penalty of this step's finished ones, does not beat the options.nbest-th best
 /// finished one (Hugging Face's heuristic compares with the worst of the k). fairseq's rule
 /// alone stopped a confident model's search after k premature ends, before the sentence they
-/// cut short could finish (docs/translation.md). Hypotheses at the maximum length must end. The best finished
-/// hypotheses by length-normalised score are returned (log P / lp, see length_penalty).
+/// cut short could finish (docs/translation.md). Hypotheses at the maximum length must end.
+/// The best finished hypotheses by length-normalised score are returned (log P / lp, see
+/// length_penalty).
 /// With k = 1 this is greedy search (the live hypothesis ranked below the end, both scored
 /// at the same length); with k at least as large as every step's number of extensions it is
 /// an exhaustive search.
@@ -145,11 +136,13 @@ std::vector<std::vector<hypothesis>> beam_search(Scorer& scorer, std::span<const
           h.row = parent.row;  // the row to continue; renumbered below
         }
       }
-      // live.front() is the most probable live hypothesis; this step's ends have its length.
+      // live.front() is the most probable live hypothesis; this step's ends have its length. It
+      // beats the nbest-th best finished score when fewer than nbest finished ones reach it.
       const auto outscores_finished = [&] {
         const auto& best = live.front();
-        return best.log_prob / length_penalty(best.tokens.size(), options.alpha) >
-               detail::nth_best_score(sentence.finished, std::size_t(options.nbest));
+        const double estimate = best.log_prob / length_penalty(best.tokens.size(), options.alpha);
+        return std::ranges::count_if(sentence.finished, [&](const hypothesis& h) { return h.score >= estimate; }) <
+               options.nbest;
       };
       if (live.empty() || (sentence.finished.size() >= beam && !outscores_finished())) {
         sentence.done = true;
