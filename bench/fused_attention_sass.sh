@@ -3,7 +3,8 @@
 # for each kernel and head width, its registers, spilled bytes, sm_90 SASS instructions, and
 # those of its main loop (the longest loop with tensor-core products: a tile of keys, or of
 # queries, a step) with its products (HMMA), shared-memory fragment loads (LDSM), exp2s (MUFU)
-# and branches; then `tile`, the instructions a warp issues for one step on an unmasked tile
+# and branches (the dK/dV kernel twice: `backward_keys+dQ sums`, the default backward's, adds dQ
+# with atomics; `backward_keys` is the deterministic backward's, beside `backward_queries`); then `tile`, the instructions a warp issues for one step on an unmasked tile
 # without dropout, walked through the SASS: whole-tile staging and unmasked loops taken (the
 # branches on two predicates), around dropout's calls and 64-bit divisions (a forward branch
 # over a CALL and no copy), each 16-byte copy loop run D / 16 times, other inner loops once.
@@ -33,7 +34,8 @@ for line in open(sys.argv[2]):
         code[name].append((int(op.group(1), 16), op.group(3).split('.')[0], op.group(4), bool(op.group(2)), op.group(3)))
 def label(mangled):
     kernel = re.search(r'(forward|backward_keys|backward_queries)ILi(\d+)', mangled)
-    return kernel.group(1), int(kernel.group(2))
+    sums = 'no_score_modificationELb1E' in mangled  # backward_keys<D, T, Rule, M, sums_queries = true>
+    return kernel.group(1) + ('+dQ sums' if sums else ''), int(kernel.group(2))
 def tile_path(ops, loop_begin, loop_end, copies):
     """Instructions from the loop's head to its back edge along an unmasked tile's branches."""
     at = {o[0]: k for k, o in enumerate(ops)}
@@ -59,7 +61,7 @@ def tile_path(ops, loop_begin, loop_end, copies):
                 continue
         k += 1
 
-print(f"{'kernel':17s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s}")
+print(f"{'kernel':21s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s}")
 for mangled in sorted(code, key=label):
     ops = code[mangled]
     loops = []
@@ -74,6 +76,6 @@ for mangled in sorted(code, key=label):
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)
     tile = tile_path(ops, body[0][0], body[-1][0], d // 16)
-    print(f"{kernel:17s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
+    print(f"{kernel:21s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
           f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {tile:5d}")
 PY
