@@ -557,8 +557,9 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
   const bool sums = gain_grad || bias_grad;
   const index_t first = static_cast<index_t>(blockIdx.x) * rows_a_block;
   const index_t end = first + rows_a_block < rows ? first + rows_a_block : rows;
-  C* gain_partial = partial + static_cast<index_t>(blockIdx.x) * 2 * width;
-  C* bias_partial = gain_partial + width;
+  // This block's partial sums: `partial` is null where no sum is asked for, so no pointer from it.
+  C* const gain_partial = sums ? partial + static_cast<index_t>(blockIdx.x) * 2 * width : nullptr;
+  C* const bias_partial = sums ? gain_partial + width : nullptr;
   if (sums)
     for (index_t c = threadIdx.x; c < width; c += blockDim.x) gain_partial[c] = bias_partial[c] = C{0};
   // Run j of x and dy of the team's rows r0, r0 + teams, … before `stop`, F of them.

@@ -91,21 +91,26 @@ __device__ void read_runs(const In* from, index_t count, bool runs, OnRun&& on_r
   }
 }
 
+/// Indices inside one matrix: `suits` admits at most 2¹⁶ multiply-adds a product, so they fit in
+/// 32 bits, whose division nvcc makes inline (a 64-bit one is a call).
+using matrix_index = unsigned;
+
 /// Copies `count` consecutive elements from `from` (global memory) as put(row, column, x), rows
 /// of `row_length`.
 template <class In, class Put>
 __device__ void stage(const In* from, index_t count, index_t row_length, Put&& put) {
+  const matrix_index length = matrix_index(row_length);
   read_runs(
       from, count, true,
       [&](index_t at, const In* run) {
-        index_t row = at / row_length, column = at % row_length;
+        matrix_index row = matrix_index(at) / length, column = matrix_index(at) % length;
 #pragma unroll
         for (int e = 0; e < vector_width<In>; ++e) {
           put(row, column, run[e]);
-          if (++column == row_length) column = 0, ++row;
+          if (++column == length) column = 0, ++row;
         }
       },
-      [&](index_t at, In x) { put(at / row_length, at % row_length, x); });
+      [&](index_t at, In x) { put(matrix_index(at) / length, matrix_index(at) % length, x); });
 }
 
 /// Copies `count` consecutive elements from `from` (global memory) to `to` (shared memory), 16
@@ -131,25 +136,26 @@ __global__ void __launch_bounds__(warps * 32)
   const staging<In> layout(m, n, k);
   In* const a_t = dynamic_shared_memory<In>() + warp * layout.elements;  // Aᵀ [k][a_stride]
   In* const b_s = a_t + layout.a_elements;                                // B [k][n]
-  const index_t stride = layout.a_stride, padding = stride - m;
-  for (index_t e = lane; e < k * padding; e += 32) a_t[e / padding * stride + m + e % padding] = In(0.f);
+  const index_t stride = layout.a_stride;
+  const matrix_index padding = matrix_index(stride - m);
+  for (matrix_index e = lane; e < matrix_index(k) * padding; e += 32) a_t[e / padding * stride + m + e % padding] = In(0.f);
   const In* const a_matrix = a + matrix * m * k;
   const In* const b_matrix = b + matrix * k * n;
   if (a_transposed && stride == m) copy_whole(a_t, a_matrix, m * k);  // stored [k][m]: already Aᵀ
   else
-    stage(a_matrix, m * k, a_transposed ? m : k, [&](index_t row, index_t column, In x) {
+    stage(a_matrix, m * k, a_transposed ? m : k, [&](matrix_index row, matrix_index column, In x) {
       if (a_transposed) a_t[row * stride + column] = x;
       else a_t[column * stride + row] = x;  // stored [m][k]
     });
   if (!b_transposed) copy_whole(b_s, b_matrix, k * n);  // stored [k][n], as staged
-  else stage(b_matrix, k * n, k, [&](index_t row, index_t column, In x) { b_s[column * n + row] = x; });
+  else stage(b_matrix, k * n, k, [&](matrix_index row, matrix_index column, In x) { b_s[column * n + row] = x; });
   __syncwarp();
   // A lane's task: rows_at_once rows of one column of C. Tasks run over columns first, so that
   // a narrow C (n < 32: scores at a few words) still keeps every lane busy.
   Out* const out = c + matrix * m * n;
-  const index_t tasks = stride / rows_at_once * n;
-  for (index_t task = lane; task < tasks; task += 32) {
-    const index_t first_row = task / n * rows_at_once, j = task % n;
+  const matrix_index columns = matrix_index(n), tasks = matrix_index(stride / rows_at_once) * columns;
+  for (matrix_index task = lane; task < tasks; task += 32) {
+    const index_t first_row = index_t(task / columns) * rows_at_once, j = task % columns;
     float acc[rows_at_once] = {};
 #pragma unroll 4
     for (index_t p = 0; p < k; ++p) {
