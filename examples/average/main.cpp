@@ -2,6 +2,7 @@
 // used a single model obtained by averaging the last 5 checkpoints").
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes the write fail (and be reported), not kill us
   if (run.empty() == files.empty()) {
     std::fprintf(stderr, "attn-average: give either --run DIR or checkpoint files\n");
     return 2;

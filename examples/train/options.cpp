@@ -1,6 +1,7 @@
 // attn-train's command line (CLI11).
 #include "options.hpp"
 
+#include "../common/checks.hpp"
 #include "../common/variant_names.hpp"
 
 #include <CLI/CLI.hpp>
@@ -58,22 +59,26 @@ options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"tiny", "small", "base", "big"}))
       ->group(model);
   app.add_option("--layers", o.layers, "N, layers in each stack")->check(CLI::Range(1, 64))->group(model);
-  app.add_option("--d-model", o.d_model, "d_model (compiled-in widths only; see --help's end)")->group(model);
-  app.add_option("--d-ff", o.d_ff, "d_ff, the inner width of the feed-forward layers")->group(model);
-  app.add_option("--heads", o.heads, "h, attention heads")->group(model);
-  app.add_option("--d-k", o.d_k, "d_k, query and key width of a head")->group(model);
-  app.add_option("--d-v", o.d_v, "d_v, value width of a head")->group(model);
+  // 0 stands for the preset's width inside (options.hpp); on the command line a width is at least 1.
+  const auto width = CLI::Range(1, 1 << 20);
+  app.add_option("--d-model", o.d_model, "d_model (compiled-in widths only; see --help's end)")
+      ->check(width)
+      ->group(model);
+  app.add_option("--d-ff", o.d_ff, "d_ff, the inner width of the feed-forward layers")->check(width)->group(model);
+  app.add_option("--heads", o.heads, "h, attention heads")->check(width)->group(model);
+  app.add_option("--d-k", o.d_k, "d_k, query and key width of a head")->check(width)->group(model);
+  app.add_option("--d-v", o.d_v, "d_v, value width of a head")->check(width)->group(model);
   app.add_option("--dropout", o.dropout, "P_drop on residuals and embeddings (preset's by default)")
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(examples::finite_number(0.0, false, 0.99))
       ->group(model);
   app.add_option("--attention-dropout", o.attention_dropout,
                  "dropout on the attention weights (not in the paper; tensor2tensor's attention_dropout)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(examples::finite_number(0.0, false, 0.99))
       ->group(model);
   app.add_option("--label-smoothing", o.label_smoothing, "epsilon_ls")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(examples::finite_number(0.0, false, 0.99))
       ->group(model);
   app.add_option("--positions", o.positions, "sinusoidal, learned (Table 3, row E) or none (for alibi)")
       ->check(CLI::IsMember({"sinusoidal", "learned", "none"}))
@@ -114,11 +119,11 @@ options parse(int argc, char** argv) {
       ->group(optimisation);
   app.add_option("--lr-scale", o.learning_rate_scale, "factor on the learning rate of equation (3)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(examples::finite_number(0.0, true))
       ->group(optimisation);
   app.add_option("--clip-norm", o.clip_norm, "clip the gradients' global norm to this (0: off)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::finite_number(0.0))
       ->group(optimisation);
   app.add_option("--max-bad-steps", o.max_bad_steps, "stop after this many non-finite steps in a row")
       ->capture_default_str()
@@ -128,7 +133,7 @@ options parse(int argc, char** argv) {
                  "several processes: gradients are summed over them in buckets of this many MiB, each as soon as "
                  "the backward pass has finished its gradients")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 1e6))
+      ->check(examples::finite_number(0.001, false, 1e6))
       ->group(optimisation);
   app.add_option("--precision", precision_name,
                  "fp32; tf32 (fp32, GPU products on tensor cores in TF32); bf16 or fp16 (16-bit activations and "
@@ -141,7 +146,7 @@ options parse(int argc, char** argv) {
                  "fp16: the initial loss scale (rounded to a power of two); halved after a step whose gradients "
                  "overflow, which is skipped, doubled after --loss-scale-window finite steps")
       ->capture_default_str()
-      ->check(CLI::Range(0x1p-24, 0x1p64))
+      ->check(examples::finite_number(0x1p-24, false, 0x1p64))
       ->group(optimisation);
   app.add_option("--loss-scale-window", o.loss_scale_window, "fp16: finite steps in a row before the loss scale doubles")
       ->capture_default_str()
@@ -158,9 +163,12 @@ options parse(int argc, char** argv) {
       ->group(run);
   app.add_option("--max-minutes", o.max_minutes, "stop, with a checkpoint, after this wall-clock time (0: none)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::finite_number(0.0))
       ->group(run);
-  app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")->capture_default_str()->group(run);
+  app.add_option("--seed", o.seed, "seeds initialisation, data order and dropout")
+      ->capture_default_str()
+      ->check(examples::unsigned_64())
+      ->group(run);
   examples::device_flags device;
   examples::add_device_flags(app, device, run);
   app.add_option("--gpus", o.gpus,

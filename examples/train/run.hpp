@@ -106,6 +106,9 @@ int run(session& s) {
                                ", this run has --seed " + std::to_string(o.seed) +
                                ": the data order would differ; pass the same seed");
     if (s.leader()) std::fprintf(stderr, "resumed from %s at step %ld\n", newest->c_str(), state.step);
+    if (s.leader() && state.step >= o.max_steps)
+      std::fprintf(stderr, "attn-train: the run is at step %ld, --max-steps %ld: nothing to train (raise --max-steps)\n",
+                   state.step, o.max_steps);
   }
   // float16's range ends at 65504 and its smallest numbers are 2⁻²⁴: its gradients need a loss
   // scale (train/loss_scale.hpp); bfloat16 has float's range and needs none.

@@ -1,9 +1,13 @@
 // attn-translate: translates text with a model trained by attn-train, by beam search (paper
 // §6.1: beam 4, length penalty α 0.6, maximum length input + 50) or greedily; scores the
 // output with BLEU and chrF as sacreBLEU does; draws the encoder-decoder attention.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -12,7 +16,9 @@
 
 #include <attn/text/utf8.hpp>
 #include <attn/train/checkpoint.hpp>
+#include <attn/train/write_target.hpp>
 
+#include "../common/checks.hpp"
 #include "../common/numbers.hpp"
 #include "../common/variant_names.hpp"
 #include "job.hpp"
@@ -91,7 +97,7 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   auto* greedy = app.add_flag("--greedy", o.greedy, "greedy search instead of beam search")->excludes(beam)->group(search);
   app.add_option("--alpha", o.alpha, "length penalty alpha: scores are log P / ((5 + |Y|) / 6)^alpha")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(examples::finite_number(0.0, false, 10.0))
       ->group(search);
   auto* offset = app.add_option("--max-len-offset", o.max_length_offset, "at most input length + this many tokens")
                      ->capture_default_str()
@@ -120,7 +126,7 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->capture_default_str()
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 30))
       ->group(pictures);
   try {
     app.parse(argc, argv);
@@ -135,10 +141,16 @@ std::optional<int> parse(int argc, char** argv, options& o) {
     return 2;
   }
   if (o.nbest > (o.greedy ? 1 : o.beam)) {
-    std::fprintf(stderr, "attn-translate: --nbest %d exceeds the %s\n", o.nbest,
-                 o.greedy ? "single greedy translation" : "beam size");
+    if (o.greedy)
+      std::fprintf(stderr, "attn-translate: --nbest %d exceeds the single greedy translation\n", o.nbest);
+    else
+      std::fprintf(stderr, "attn-translate: --nbest %d exceeds the beam size, %d\n", o.nbest, o.beam);
     return 2;
   }
+  std::vector<int> drawn;  // each line once, in the order given
+  for (int line : o.attention_lines)
+    if (std::find(drawn.begin(), drawn.end(), line) == drawn.end()) drawn.push_back(line);
+  o.attention_lines = std::move(drawn);
   if (const std::string refused = examples::apply_device_flags(device, o.device, o.tf32); !refused.empty()) {
     std::fprintf(stderr, "attn-translate: %s\n", refused.c_str());
     return 2;
@@ -152,7 +164,7 @@ std::vector<std::string> read_lines(const fs::path& path, const std::string& nam
   std::ifstream file;
   if (!path.empty()) {
     file.open(path, std::ios::binary);
-    if (!file) throw std::runtime_error(name + ": cannot open");
+    if (!file) throw std::runtime_error(name + ": cannot open (" + std::strerror(errno) + ")");
   }
   std::istream& in = path.empty() ? std::cin : file;
   std::vector<std::string> lines;
@@ -169,12 +181,21 @@ std::vector<std::string> read_lines(const fs::path& path, const std::string& nam
   return lines;
 }
 
-/// Refuses an output file whose directory is missing now, rather than after the decoding.
+/// Refuses an output file that cannot be written now, rather than after the decoding: a
+/// directory, or one whose directory is missing or not writable (where the temporary file goes;
+/// a device or a pipe is written in place, train::resolve_write_target).
 void check_output_directory(const fs::path& path, const std::string& flag) {
   if (path.empty()) return;
-  const fs::path directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  const train::write_target target = train::resolve_write_target(path);
+  if (fs::is_directory(target.path))
+    throw std::runtime_error(flag + " " + path.string() + ": is a directory, not a file");
+  if (target.in_place) return;
+  const fs::path directory = target.path.parent_path().empty() ? fs::path(".") : target.path.parent_path();
   if (!fs::is_directory(directory))
     throw std::runtime_error(flag + " " + path.string() + ": no directory '" + directory.string() + "'");
+  if (::access(directory.c_str(), W_OK) != 0)
+    throw std::runtime_error(flag + " " + path.string() + ": cannot write in '" + directory.string() + "' (" +
+                             std::strerror(errno) + ")");
 }
 
 /// The checkpoints to use: --checkpoint, or the newest --average of --run.

@@ -2,10 +2,14 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
+
+#include <attn/train/write_target.hpp>
 
 namespace attn::translator {
 
@@ -49,22 +53,36 @@ double progress_line::finish() {
 
 namespace {
 /// Writes through a temporary beside `path`, then renames it into place: a reader never sees
-/// half a file, and an interrupted run leaves the previous one intact.
+/// half a file, and an interrupted run leaves the previous one intact. A link is followed, and a
+/// device or a pipe (/dev/null, /dev/stdout) written in place (train::resolve_write_target).
+/// Errors name `path` and the reason; the temporary does not outlive a failure.
 template <class Write>
 void write_atomically(const std::filesystem::path& path, Write&& write) {
-  auto temporary = path;
+  const train::write_target target = train::resolve_write_target(path);
+  auto temporary = target.path;
   temporary += ".tmp";
+  const auto& written = target.in_place ? path : temporary;
+  const auto fail = [&](const char* what) {
+    const int error = errno;
+    if (!target.in_place) std::filesystem::remove(temporary);
+    throw std::runtime_error(path.string() + ": cannot " + what +
+                             (error != 0 ? " (" + std::string(std::strerror(error)) + ")" : std::string()));
+  };
   {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(temporary.string() + ": cannot open for writing");
+    std::ofstream out(written, std::ios::binary | std::ios::trunc);
+    if (!out) fail("open it for writing");
     write(out);
     out.flush();
-    if (!out) {
-      std::filesystem::remove(temporary);
-      throw std::runtime_error(temporary.string() + ": write failed");
-    }
+    if (!out) fail("write it");
   }
-  std::filesystem::rename(temporary, path);
+  if (target.in_place) return;
+  std::error_code error;
+  std::filesystem::rename(temporary, target.path, error);
+  if (error) {
+    std::filesystem::remove(temporary);
+    throw std::runtime_error(path.string() + ": cannot rename " + temporary.string() + " over it (" + error.message() +
+                             ")");
+  }
 }
 
 void write_lines(std::ostream& out, const job& j, const std::vector<std::vector<decode::hypothesis>>& results,

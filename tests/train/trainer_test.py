@@ -401,6 +401,21 @@ class BadInput(unittest.TestCase):
         done = run(["--src", "a", "--tgt", "b", "--batch-tokens", "lots"], expect=2)
         self.assertIn("--batch-tokens", done.stderr)
         run(["--src", "a"], expect=2)  # --tgt is required
+        # Numbers are checked before anything runs: NaN passes a plain range check (every
+        # comparison with it is false), an unsigned option would take -1 as 2^64 - 1, and a width
+        # of 0 stands for the preset's inside.
+        for flag, value, message in (
+                ("--dropout", "nan", "--dropout: expected a number from 0 to 0.99, got 'nan'"),
+                ("--lr-scale", "0", "--lr-scale: expected a number above 0, got '0'"),
+                ("--clip-norm", "nan", "--clip-norm: expected a number, 0 or more, got 'nan'"),
+                ("--max-minutes", "inf", "--max-minutes: expected a number, 0 or more, got 'inf'"),
+                ("--loss-scale", "nan", "--loss-scale: expected a number from 5.96046e-08 to 1.84467e+19"),
+                ("--seed", "-1", "--seed: expected a whole number from 0 to 18446744073709551615, got '-1'"),
+                ("--seed", "18446744073709551616", "got '18446744073709551616'"),
+                ("--heads", "0", "--heads: Value 0 not in range"),
+                ("--d-model", "-128", "--d-model: Value -128 not in range")):
+            done = run(["--src", "a", "--tgt", "b", flag, value], expect=2)
+            self.assertIn(message, done.stderr)
 
     def test_a_device_that_is_not_there_is_refused_in_one_line(self):
         done = run(["--src", "a", "--tgt", "b", "--device", "gpu"], expect=2)
@@ -485,6 +500,8 @@ class BadInput(unittest.TestCase):
         done = train(out, "--resume", expect=1)
         self.assertIn(f"--resume: no checkpoint-*.safetensors in '{out}'", done.stderr)
         train(out, "--max-steps", 0)  # writes the vocabulary and a step-0 checkpoint
+        done = train(out, "--resume", "--max-steps", 0)  # a run already at its last step says so
+        self.assertIn("the run is at step 0, --max-steps 0: nothing to train (raise --max-steps)", done.stderr)
         (out / "vocab.model").unlink()
         done = train(out, "--resume", expect=1)
         self.assertIn(f"--resume: '{out / 'vocab.model'}' is missing", done.stderr)

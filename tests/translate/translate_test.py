@@ -10,10 +10,12 @@ attention pictures, and the errors it promises to report.
 import json
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import zlib
 from pathlib import Path
@@ -259,7 +261,10 @@ class Errors(unittest.TestCase):
         translate("--beam", 0, "--run", MODEL_DIR, expect=2)
         translate(expect=2)  # no model
         done = translate("--run", MODEL_DIR, "--beam", 2, "--nbest", 3, expect=2)
-        self.assertIn("--nbest 3 exceeds the beam size", done.stderr)
+        self.assertIn("--nbest 3 exceeds the beam size, 2", done.stderr)
+        for bad in ("nan", "inf", "-1", "x"):  # NaN passes every comparison of a plain range check
+            done = translate("--run", MODEL_DIR, "--alpha", bad, expect=2)
+            self.assertIn(f"--alpha: expected a number from 0 to 10, got '{bad}'", done.stderr)
         checkpoint = sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1]
         translate("--checkpoint", checkpoint, "--average", 2, expect=2)  # --average needs --run
         translate("--run", MODEL_DIR, "--greedy", "--beam", 2, expect=2)
@@ -277,6 +282,46 @@ class Errors(unittest.TestCase):
         missing = WORK / "no-such-directory" / "out.txt"
         done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", missing, expect=1)
         self.assertIn(f"--output {missing}: no directory", done.stderr)
+        self.assertNotIn("sentences/s", done.stderr)
+
+    def test_outputs_through_links_pipes_and_devices_are_written_not_replaced(self):
+        # Written through a temporary and a rename, a link would be replaced and the file it names
+        # left alone; a pipe or a device would become a regular file (as root, /dev/null itself).
+        work = WORK / "outputs"
+        work.mkdir(exist_ok=True)
+        (work / "named.txt").write_text("old\n")
+        link = work / "link.txt"
+        link.unlink(missing_ok=True)
+        link.symlink_to("named.txt")
+        pipe = work / "scores.fifo"
+        pipe.unlink(missing_ok=True)
+        os.mkfifo(pipe)
+        # Both ends of our own first: the program's writer then opens without waiting, a thread
+        # reads as it writes, and the end comes when ours closes too (a failure, not a hang, if
+        # the program renamed a file over the pipe).
+        reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        held = os.open(pipe, os.O_WRONLY)
+        os.set_blocking(reader, True)
+        received = []
+        thread = threading.Thread(target=lambda: received.extend(iter(lambda: os.read(reader, 65536), b"")))
+        thread.start()
+        try:
+            translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--greedy", "--output", link,
+                      "--scores", pipe)
+        finally:
+            os.close(held)
+            thread.join()
+            os.close(reader)
+        scores = json.loads(b"".join(received).decode())
+        self.assertTrue(link.is_symlink())
+        self.assertEqual(len((work / "named.txt").read_text().splitlines()), 100)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(pipe).st_mode))
+        self.assertIn("seconds", scores)
+        self.assertEqual(sorted(p.name for p in work.iterdir()), ["link.txt", "named.txt", "scores.fifo"])
+
+    def test_an_output_that_is_a_directory_is_refused_before_decoding(self):
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", WORK, expect=1)
+        self.assertIn(f"--output {WORK}: is a directory, not a file", done.stderr)
         self.assertNotIn("sentences/s", done.stderr)
 
     def test_invalid_utf8_input_is_named_with_file_and_line(self):

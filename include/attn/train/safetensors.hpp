@@ -30,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "write_target.hpp"
+
 namespace attn::train::safetensors {
 
 static_assert(std::endian::native == std::endian::little,
@@ -298,6 +300,8 @@ class writer {
   /// is synced. On failure the temporary file is removed, a previous `path` is left as it was, and
   /// io_error names the file and the reason. (If only the final directory sync fails, `path`
   /// already holds the new file; io_error still says so, since it may not survive a power cut.)
+  /// A link to a regular file is followed and the file it names replaced; a device or a pipe
+  /// (/dev/null, /dev/stdout) is written in place (resolve_write_target).
   void save(const std::filesystem::path& path) const {
     std::vector<const tensor*> layout;
     for (const auto& t : tensors_) layout.push_back(&t);
@@ -332,29 +336,37 @@ class writer {
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(std::uint64_t(header.size()) >> (8 * i));
 
-    std::filesystem::path temporary = path;
+    const write_target target = resolve_write_target(path);
+    std::filesystem::path temporary = target.path;
     temporary += ".tmp";
-    detail::descriptor_guard out(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+    const std::filesystem::path& written = target.in_place ? path : temporary;
+    detail::descriptor_guard out(::open(written.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
     if (const int error = detail::error_of(out.get()))
-      throw io_error(path, "create the temporary file " + temporary.string(), error);
+      throw io_error(path, target.in_place ? "open it for writing" : "create the temporary file " + temporary.string(),
+                     error);
     detail::temporary_guard remove_on_failure(temporary);
+    if (target.in_place) remove_on_failure.renamed();  // there is no temporary to remove
     const auto write = [&](const void* data, std::size_t size) {
       if (const int error = detail::write_all(out.get(), data, size))
-        throw io_error(path, "write " + temporary.string(), error);
+        throw io_error(path, target.in_place ? "write it" : "write " + temporary.string(), error);
     };
     write(length, sizeof length);
     write(header.data(), header.size());
     for (const tensor* t : layout) write(t->data, t->bytes);
+    if (target.in_place) {  // a device or a pipe: nothing to flush to a disk or rename
+      if (const int error = detail::error_of(::close(out.release()))) throw io_error(path, "close it", error);
+      return;
+    }
     if (const int error = detail::error_of(::fsync(out.get())))
       throw io_error(path, "flush " + temporary.string() + " to the disk", error);
     if (const int error = detail::error_of(::close(out.release())))
       throw io_error(path, "close " + temporary.string(), error);
-    if (const int error = detail::error_of(::rename(temporary.c_str(), path.c_str())))
+    if (const int error = detail::error_of(::rename(temporary.c_str(), target.path.c_str())))
       throw io_error(path, "rename " + temporary.string() + " over it", error);
     remove_on_failure.renamed();
 
     // Without this the rename itself may be lost in a power cut, leaving the old checkpoint.
-    const std::filesystem::path directory = path.has_parent_path() ? path.parent_path() : ".";
+    const std::filesystem::path directory = target.path.has_parent_path() ? target.path.parent_path() : ".";
     detail::descriptor_guard directory_descriptor(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     int error = detail::error_of(directory_descriptor.get());
     if (error == 0) error = detail::error_of(::fsync(directory_descriptor.get()));

@@ -508,11 +508,12 @@ TEST_CASE("safetensors: a failed save leaves the previous file as it was and no 
   CHECK(no_directory.starts_with(nowhere.string() + ": could not create the temporary file"));
   CHECK(contains(no_directory, "No such file or directory"));
 
-  // Renaming over a directory fails after the temporary file was written: it is removed too.
+  // A directory is not a file to rename over: opening it fails, and nothing is written beside it.
   const fs::path folder = directory / "folder";
   fs::create_directory(folder);
   const std::string over_directory = error_of<st::io_error>([&] { out.save(folder); });
-  CHECK(over_directory.starts_with(folder.string() + ": could not rename"));
+  CHECK(over_directory.starts_with(folder.string() + ": could not open it for writing"));
+  CHECK(contains(over_directory, "Is a directory"));
   CHECK(fs::is_directory(folder));
   CHECK(!fs::exists(directory / "folder.tmp"));
 }
