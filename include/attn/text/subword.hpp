@@ -191,9 +191,16 @@ class subword_model {
     sentencepiece::SetRandomGeneratorSeed(20170612);
     detail::file_lines lines(files);
     const auto status = sentencepiece::SentencePieceTrainer::Train(options, &lines);
-    if (!status.ok())
-      throw subword_error("subword training for " + detail::quoted(prefix) + " failed: " +
-                          detail::status_text(status));
+    if (!status.ok()) {
+      const std::string reason = detail::status_text(status);
+      // SentencePiece's words name its own option (--character_coverage); ours is the size.
+      if (reason.find("smaller than required_chars") != std::string::npos)
+        throw subword_error("subword training for " + detail::quoted(prefix) + " failed: a vocabulary of " +
+                            std::to_string(vocab_size) +
+                            " pieces cannot hold every character of the text; ask for more (SentencePiece: " +
+                            reason + ")");
+      throw subword_error("subword training for " + detail::quoted(prefix) + " failed: " + reason);
+    }
     return load(std::filesystem::path(prefix.string() + ".model"));
   }
 

@@ -211,9 +211,13 @@ TEST_CASE("errors name the file") {
   write_lines(blank, {"", " a b", ""});  // one line of text is enough to train on
   CHECK_NOTHROW(subword_model::train({empty, blank}, dir.path / "m", 60));
 
-  // Too many distinct characters for the vocabulary: SentencePiece's reason is passed on.
+  // Too many distinct characters for the vocabulary: said in our terms (the size), SentencePiece's
+  // reason passed on after it (which names an option of its own, --character_coverage).
   write_lines(dir.path / "letters.txt", {"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789"});
   CHECK_THROWS_WITH_AS(subword_model::train({dir.path / "letters.txt"}, dir.path / "small", 20),
-                       doctest::Contains(("subword training for '" + (dir.path / "small").string() + "' failed: ").c_str()),
+                       doctest::Contains(("subword training for '" + (dir.path / "small").string() +
+                                          "' failed: a vocabulary of 20 pieces cannot hold every character of the "
+                                          "text; ask for more (SentencePiece: ")
+                                             .c_str()),
                        subword_error);
 }
