@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "attn-average: --out is needed with checkpoint files\n");
       return 2;
     }
+    for (const auto& input : files) {  // averaged weights have no optimizer state: a run could not resume
+      std::error_code error;
+      if (fs::equivalent(input, output, error))
+        throw std::runtime_error("--out " + output.string() + " is " + input.string() +
+                                 ", one of the checkpoints being averaged");
+    }
     return average(files, output);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-average: %s\n", e.what());

@@ -8,7 +8,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -16,10 +15,9 @@
 namespace attn::examples {
 
 namespace detail {
-inline std::string number_text(double x) {
+inline std::string number_text(double x) {  // the shortest text that reads back as x: a bound can be typed
   char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
+  return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
 }
 }  // namespace detail
 
@@ -52,6 +50,7 @@ inline CLI::Validator unsigned_64() {
         if (text.empty() || error != std::errc() || end != text.data() + text.size())
           return "expected a whole number from 0 to " + std::to_string(std::numeric_limits<std::uint64_t>::max()) +
                  ", got '" + text + "'";
+        text = std::to_string(value);  // what CLI11 converts next, in base 10 (it would read "010" as octal)
         return std::string();
       },
       "0 to 2^64-1", "unsigned 64-bit");

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -285,6 +286,7 @@ int run(options o) {
 int main(int argc, char** argv) {
   options o;
   if (const auto status = parse(argc, argv, o)) return *status;
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
     return run(std::move(o));
   } catch (const std::exception& e) {

@@ -53,9 +53,9 @@ double progress_line::finish() {
 
 namespace {
 /// Writes through a temporary beside `path`, then renames it into place: a reader never sees
-/// half a file, and an interrupted run leaves the previous one intact. A link is followed, and a
-/// device or a pipe (/dev/null, /dev/stdout) written in place (train::resolve_write_target).
-/// Errors name `path` and the reason; the temporary does not outlive a failure.
+/// half a file, and an interrupted run leaves the previous one intact. Links are followed, and a
+/// device or a pipe is written in place (train::resolve_write_target). Errors name `path` and
+/// the reason; a temporary this call created does not outlive a failure, whatever `write` throws.
 template <class Write>
 void write_atomically(const std::filesystem::path& path, Write&& write) {
   const train::write_target target = train::resolve_write_target(path);
@@ -64,13 +64,23 @@ void write_atomically(const std::filesystem::path& path, Write&& write) {
   const auto& written = target.in_place ? path : temporary;
   const auto fail = [&](const char* what) {
     const int error = errno;
-    if (!target.in_place) std::filesystem::remove(temporary);
     throw std::runtime_error(path.string() + ": cannot " + what +
                              (error != 0 ? " (" + std::string(std::strerror(error)) + ")" : std::string()));
   };
+  struct remover {  // the temporary, once created, unless renamed
+    const std::filesystem::path* file = nullptr;
+    ~remover() {
+      std::error_code ignored;
+      if (file != nullptr) std::filesystem::remove(*file, ignored);
+    }
+  } remove_on_failure;
   {
-    std::ofstream out(written, std::ios::binary | std::ios::trunc);
+    errno = 0;
+    // In place, appended: a device or a pipe has no end to cut, and a file named through /proc
+    // (/dev/stdout sent to a file) keeps what was written to it before, as the descriptor would.
+    std::ofstream out(written, std::ios::binary | (target.in_place ? std::ios::app : std::ios::trunc));
     if (!out) fail("open it for writing");
+    if (!target.in_place) remove_on_failure.file = &temporary;
     write(out);
     out.flush();
     if (!out) fail("write it");
@@ -78,11 +88,10 @@ void write_atomically(const std::filesystem::path& path, Write&& write) {
   if (target.in_place) return;
   std::error_code error;
   std::filesystem::rename(temporary, target.path, error);
-  if (error) {
-    std::filesystem::remove(temporary);
+  if (error)
     throw std::runtime_error(path.string() + ": cannot rename " + temporary.string() + " over it (" + error.message() +
                              ")");
-  }
+  remove_on_failure.file = nullptr;
 }
 
 void write_lines(std::ostream& out, const job& j, const std::vector<std::vector<decode::hypothesis>>& results,

@@ -409,7 +409,8 @@ class BadInput(unittest.TestCase):
                 ("--lr-scale", "0", "--lr-scale: expected a number above 0, got '0'"),
                 ("--clip-norm", "nan", "--clip-norm: expected a number, 0 or more, got 'nan'"),
                 ("--max-minutes", "inf", "--max-minutes: expected a number, 0 or more, got 'inf'"),
-                ("--loss-scale", "nan", "--loss-scale: expected a number from 5.96046e-08 to 1.84467e+19"),
+                ("--loss-scale", "nan", "--loss-scale: expected a number from 5.960464477539063e-08 to "
+                                        "18446744073709551616, got 'nan'"),
                 ("--seed", "-1", "--seed: expected a whole number from 0 to 18446744073709551615, got '-1'"),
                 ("--seed", "18446744073709551616", "got '18446744073709551616'"),
                 ("--heads", "0", "--heads: Value 0 not in range"),

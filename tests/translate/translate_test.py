@@ -136,6 +136,16 @@ class Translation(unittest.TestCase):
                               "--input", toy("valid.src"), "--quiet").stdout
         self.assertEqual(on_the_fly, from_file)
         self.assertEqual(len(on_the_fly.splitlines()), 100)
+        # Averaged weights written over one of the checkpoints averaged, here through a link, would
+        # leave the run a checkpoint without its optimizer state: refused, the checkpoint intact.
+        newest = sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1]
+        link = WORK / "latest.safetensors"
+        link.unlink(missing_ok=True)
+        link.symlink_to(newest)
+        before = newest.read_bytes()
+        done = run(AVERAGE, ["--run", MODEL_DIR, "--last", 3, "--out", link], expect=1)
+        self.assertIn(f"--out {link} is {newest}, one of the checkpoints being averaged", done.stderr)
+        self.assertEqual(newest.read_bytes(), before)
 
     def test_standard_input_to_standard_output(self):
         lines = toy("valid.src").read_text().splitlines()[:5]

@@ -340,7 +340,10 @@ class writer {
     std::filesystem::path temporary = target.path;
     temporary += ".tmp";
     const std::filesystem::path& written = target.in_place ? path : temporary;
-    detail::descriptor_guard out(::open(written.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+    // In place, appended: a device or a pipe has no end to cut, and a file named through /proc
+    // (/dev/stdout sent to a file) keeps what was written to it before, as the descriptor would.
+    detail::descriptor_guard out(
+        ::open(written.c_str(), O_WRONLY | O_CREAT | (target.in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0666));
     if (const int error = detail::error_of(out.get()))
       throw io_error(path, target.in_place ? "open it for writing" : "create the temporary file " + temporary.string(),
                      error);

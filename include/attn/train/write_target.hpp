@@ -1,33 +1,44 @@
 // Where a file that is written through a temporary file and a rename really goes. The rename
 // keeps readers from ever seeing half a file, but over anything other than a regular file it
-// does harm. Over /dev/null, a terminal or a pipe (/dev/stdout, a shell's >(...)) it would put a
-// regular file in the device's or pipe's place (as root, /dev/null itself). Over a symbolic link
-// it would replace the link and leave the file it names unwritten.
+// does harm. Over /dev/null, a terminal or a pipe (a shell's >(...)) it would put a regular file
+// in the device's or pipe's place (as root, /dev/null itself). Over a symbolic link it would
+// replace the link and leave the file it names unwritten.
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 namespace attn::train {
 
 struct write_target {
-  std::filesystem::path path;  // the file to write, its symbolic links followed where it exists
-  bool in_place = false;       // write `path` directly: not a regular file, or a link to nothing yet
+  std::filesystem::path path;  // the file to write: where the path's links lead
+  bool in_place = false;       // write `path` directly: it is not a regular file
 };
 
-/// A regular file or a new name: written through a temporary beside it, renamed over it. A
-/// link to a regular file: the same at the file it names (the link stays). Anything else (a
-/// device, a pipe, a socket, a link to one of them or to nothing yet, a directory, whose opening
-/// then fails with its reason): written in place.
+/// A regular file or a new name is written through a temporary beside it, renamed over it. A
+/// chain of symbolic links is followed link by link to the name it ends at, which is then
+/// treated the same way (the links stay). Written in place, at `path` itself: a device, a pipe,
+/// a socket, a directory (whose opening then fails with its reason), and any chain through
+/// /proc (/dev/stdout, /dev/fd/N): those name an open descriptor, and the file a shell
+/// redirected it to is the shell's, not a name to rename over.
 inline write_target resolve_write_target(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code error;
-  const fs::file_status itself = fs::symlink_status(path, error);
-  if (!fs::is_symlink(itself)) return {path, fs::exists(itself) && !fs::is_regular_file(itself)};
-  const fs::file_status named = fs::status(path, error);
-  if (!fs::is_regular_file(named)) return {path, true};
-  const fs::path file = fs::canonical(path, error);
-  return error ? write_target{path, true} : write_target{file, false};
+  fs::path at = path;
+  const auto in_proc = [&](const fs::path& link) {  // its directory's real place (/dev/fd is /proc/self/fd)
+    const fs::path directory = fs::canonical(fs::absolute(link, error).parent_path(), error);
+    return !error && (directory / "").string().starts_with("/proc/");
+  };
+  for (int links = 0; fs::is_symlink(fs::symlink_status(at, error)); ++links) {
+    if (in_proc(at)) return {path, true};
+    const fs::path next = fs::read_symlink(at, error);
+    if (error || links == 40) return {path, true};  // unreadable or looping: opening says why
+    at = next.is_absolute() ? next : at.parent_path() / next;
+  }
+  const fs::file_status status = fs::status(at, error);
+  if (fs::exists(status) && !fs::is_regular_file(status)) return {path, true};
+  return {at, false};
 }
 
 }  // namespace attn::train

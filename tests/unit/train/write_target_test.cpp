@@ -48,7 +48,10 @@ TEST_CASE("write_target: regular files and new names are renamed into place, the
   const fs::path fresh = directory / "fresh.txt";
   REQUIRE(::mkfifo((directory / "pipe").c_str(), 0600) == 0);
   fs::create_directory(directory / "folder");
+  fs::create_directory(directory / "other");
   fs::create_symlink(file, directory / "link.txt");
+  fs::create_symlink("link.txt", directory / "link-to-link.txt");              // relative, to a link
+  fs::create_symlink("../file.txt", directory / "other" / "relative.txt");     // relative, another directory
   fs::create_symlink(directory / "pipe", directory / "link-to-pipe");
   fs::create_symlink(directory / "missing.txt", directory / "dangling");
 
@@ -57,17 +60,36 @@ TEST_CASE("write_target: regular files and new names are renamed into place, the
     CHECK(!target.in_place);
     CHECK(target.path == renamed);
   }
-  // A link to a regular file: the file it names is renamed over, and the link stays a link.
-  const auto linked = resolve_write_target(directory / "link.txt");
-  CHECK(!linked.in_place);
-  CHECK(linked.path == fs::canonical(file));
-  // A pipe, a link to one, a link to nothing yet, a directory, a device: written where they are.
+  // Links to a regular file, however reached: the file they name is renamed over, the links stay.
+  for (const fs::path& link :
+       {directory / "link.txt", directory / "link-to-link.txt", directory / "other" / "relative.txt"}) {
+    const auto target = resolve_write_target(link);
+    CHECK_MESSAGE(!target.in_place, link.string());
+    CHECK(fs::equivalent(target.path, file));
+  }
+  // A link to nothing yet: the name it ends at is new, and written as new names are.
+  const auto dangling = resolve_write_target(directory / "dangling");
+  CHECK(!dangling.in_place);
+  CHECK(dangling.path == directory / "missing.txt");
+  // A pipe, a link to one, a directory, a device: written where they are.
   for (const fs::path& in_place :
-       {directory / "pipe", directory / "link-to-pipe", directory / "dangling", directory / "folder", fs::path("/dev/null")}) {
+       {directory / "pipe", directory / "link-to-pipe", directory / "folder", fs::path("/dev/null")}) {
     const auto target = resolve_write_target(in_place);
     CHECK_MESSAGE(target.in_place, in_place.string());
     CHECK(target.path == in_place);
   }
+  // A descriptor's name in /proc, even of a regular file: the file is whoever opened it's, as
+  // with `attn-translate --output /dev/stdout >> log`, which must not rename over log.
+  const int descriptor = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(descriptor >= 0);
+  for (const fs::path& name : {fs::path("/proc/self/fd") / std::to_string(descriptor),
+                               fs::path("/dev/fd") / std::to_string(descriptor)}) {
+    if (!fs::exists(name)) continue;  // no /proc mounted
+    const auto target = resolve_write_target(name);
+    CHECK_MESSAGE(target.in_place, name.string());
+    CHECK(target.path == name);
+  }
+  ::close(descriptor);
 }
 
 TEST_CASE("safetensors: a save through a link replaces the file it names and keeps the link") {
@@ -81,12 +103,13 @@ TEST_CASE("safetensors: a save through a link replaces the file it names and kee
   CHECK(!fs::exists(directory / "weights.safetensors.tmp"));
   CHECK(!fs::exists(directory / "latest.safetensors.tmp"));
 
-  // A link to nothing yet: the file is created where it points.
+  // A link to nothing yet: the file is created where it points, through a temporary there.
   const fs::path dangling = directory / "dangling.safetensors";
   fs::create_symlink(directory / "created.safetensors", dangling);
   small_writer({4.f}).save(dangling);
   CHECK(fs::is_symlink(dangling));
   CHECK(saved_values(directory / "created.safetensors") == std::vector<float>{4.f});
+  CHECK(!fs::exists(directory / "created.safetensors.tmp"));
 }
 
 TEST_CASE("safetensors: a save into a pipe writes the file's bytes into it and leaves the pipe a pipe") {
@@ -108,7 +131,7 @@ TEST_CASE("safetensors: a save into a pipe writes the file's bytes into it and l
     char buffer[4096];
     for (ssize_t n; (n = ::read(read_end, buffer, sizeof buffer)) > 0;) received.append(buffer, std::size_t(n));
   });
-  small_writer(values).save(pipe);
+  CHECK_NOTHROW(small_writer(values).save(pipe));  // a throw must not skip the join below
   ::close(held);
   reader.join();
   ::close(read_end);
