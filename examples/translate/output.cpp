@@ -76,8 +76,6 @@ void write_atomically(const std::filesystem::path& path, Write&& write) {
   } remove_on_failure;
   {
     errno = 0;
-    // In place, appended: a device or a pipe has no end to cut, and a file named through /proc
-    // (/dev/stdout sent to a file) keeps what was written to it before, as the descriptor would.
     std::ofstream out(written, std::ios::binary | (target.in_place ? std::ios::app : std::ios::trunc));
     if (!out) fail("open it for writing");
     if (!target.in_place) remove_on_failure.file = &temporary;

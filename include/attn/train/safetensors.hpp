@@ -300,8 +300,8 @@ class writer {
   /// is synced. On failure the temporary file is removed, a previous `path` is left as it was, and
   /// io_error names the file and the reason. (If only the final directory sync fails, `path`
   /// already holds the new file; io_error still says so, since it may not survive a power cut.)
-  /// A link to a regular file is followed and the file it names replaced; a device or a pipe
-  /// (/dev/null, /dev/stdout) is written in place (resolve_write_target).
+  /// Links are followed to the name they end at; a device, a pipe or a name through /proc
+  /// (/dev/null, /dev/stdout) is written in place, appended (resolve_write_target).
   void save(const std::filesystem::path& path) const {
     std::vector<const tensor*> layout;
     for (const auto& t : tensors_) layout.push_back(&t);
@@ -340,8 +340,6 @@ class writer {
     std::filesystem::path temporary = target.path;
     temporary += ".tmp";
     const std::filesystem::path& written = target.in_place ? path : temporary;
-    // In place, appended: a device or a pipe has no end to cut, and a file named through /proc
-    // (/dev/stdout sent to a file) keeps what was written to it before, as the descriptor would.
     detail::descriptor_guard out(
         ::open(written.c_str(), O_WRONLY | O_CREAT | (target.in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0666));
     if (const int error = detail::error_of(out.get()))

@@ -13,7 +13,10 @@ namespace attn::train {
 
 struct write_target {
   std::filesystem::path path;  // the file to write: where the path's links lead
-  bool in_place = false;       // write `path` directly: it is not a regular file
+  // Write `path` directly, opened for appending: it is not a regular file. A device or a pipe has
+  // no end to cut, and a file named through /proc (/dev/stdout sent to a file) keeps what was
+  // written to it before, as writing to the descriptor itself would.
+  bool in_place = false;
 };
 
 /// A regular file or a new name is written through a temporary beside it, renamed over it. A
