@@ -5,8 +5,11 @@ load(path) returns (metadata, tensors): the "__metadata__" strings, and for each
 (docs/checkpoints.md) is verified when asked, since pure-Python FNV-1a is slow on large files.
 rewrite(path, out, replacements) copies a file attn wrote with some tensors' bytes replaced
 (bench/parity_vs_torch.py writes a PyTorch-trained model so for attn-translate).
+add_checksum(path, out) copies a file another tool wrote (or rewrote) with attn.checksum added,
+which attn's programs require of every checkpoint.
 
     python3 tests/train/safetensors_read.py [--verify] FILE   # names, dtypes and shapes
+    python3 tests/train/safetensors_read.py --add-checksum FILE OUT
 """
 
 import json
@@ -140,11 +143,48 @@ def rewrite(path, out, replacements):
         f.write(contents)
 
 
+def add_checksum(path, out):
+    """A copy of the safetensors file `path` at `out` with attn.checksum added, as attn's writer
+    places it (docs/checkpoints.md): the header rewritten on one line, `__metadata__` first with
+    the checksum as its first entry, padded with spaces to a multiple of 8 bytes; the tensors'
+    entries and the data section kept as they were. A file that has a checksum is refused: it
+    would be blessed whether or not it matches."""
+    metadata, _ = load(path)  # checks the structure
+    if "attn.checksum" in metadata:
+        raise FormatError(f"{path}: already has an attn.checksum (--verify checks it)")
+    with open(path, "rb") as f:
+        contents = f.read()
+    (header_size,) = struct.unpack("<Q", contents[:8])
+    header = json.loads(contents[8:8 + header_size].decode("utf-8"))
+    header.pop("__metadata__", None)
+    fields = {"attn.checksum": "0" * 16, **dict(sorted(metadata.items()))}
+    text = json.dumps({"__metadata__": fields, **header}, separators=(",", ":"), ensure_ascii=False)
+    header_bytes = text.encode("utf-8")
+    header_bytes += b" " * (-len(header_bytes) % 8)
+    data = contents[8 + header_size:]
+    at = header_bytes.find(CHECKSUM_FIELD) + len(CHECKSUM_FIELD)
+    checksum = f"{fnv1a64(data, fnv1a64(header_bytes)):016x}".encode()
+    header_bytes = header_bytes[:at] + checksum + header_bytes[at + 16:]
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(header_bytes)) + header_bytes + data)
+
+
 def main(argv):
+    usage = "\n".join(line.strip() for line in __doc__.strip().splitlines()[-2:])
+    if argv[:1] == ["--add-checksum"]:
+        if len(argv) != 3:
+            print(usage, file=sys.stderr)
+            return 2
+        try:
+            add_checksum(argv[1], argv[2])
+        except (OSError, FormatError) as error:
+            print(error, file=sys.stderr)
+            return 1
+        return 0
     verify = "--verify" in argv
     paths = [a for a in argv if a != "--verify"]
     if len(paths) != 1:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     try:
         metadata, tensors = load(paths[0], verify_checksum=verify)

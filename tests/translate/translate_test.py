@@ -362,6 +362,24 @@ class Errors(unittest.TestCase):
                          toy("valid.src"), expect=1)
         self.assertIn("checksum mismatch", done.stderr)
 
+    def test_a_checkpoint_rewritten_without_a_checksum_is_refused_until_one_is_added(self):
+        checkpoint = sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1]
+        data = checkpoint.read_bytes()
+        entry = data.find(b'"attn.checksum":"')
+        rewritten = WORK / "rewritten.safetensors"  # as another tool might leave it: no checksum
+        rewritten.write_bytes(data[:entry] + b" " * (17 + 16 + 2) + data[entry + 17 + 16 + 2:])
+        vocab_and_input = ["--vocab", MODEL_DIR / "vocab.model", "--input", toy("valid.src"), "--greedy"]
+        done = translate("--checkpoint", rewritten, *vocab_and_input, expect=1)
+        self.assertIn(f"{rewritten}: no attn.checksum in the metadata", done.stderr)
+        self.assertIn("tests/train/safetensors_read.py --add-checksum FILE OUT", done.stderr)
+        mended = WORK / "mended.safetensors"
+        script = HERE.parent / "train" / "safetensors_read.py"
+        run(sys.executable, [script, "--add-checksum", rewritten, mended])
+        self.assertEqual(translate("--checkpoint", mended, *vocab_and_input).stdout,
+                         translate("--checkpoint", checkpoint, *vocab_and_input).stdout)
+        done = run(sys.executable, [script, "--add-checksum", mended, WORK / "twice.safetensors"], expect=1)
+        self.assertIn("already has an attn.checksum", done.stderr)
+
     def test_a_vocabulary_of_another_size_is_refused(self):
         other = WORK / "other-vocab"
         data = WORK / "toy"

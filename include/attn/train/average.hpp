@@ -49,7 +49,7 @@ inline averaged_weights average_checkpoints(const std::vector<std::filesystem::p
   averaged_weights result;
   std::vector<std::vector<double>> sums;
   for (const auto& path : paths) {
-    const auto file = safetensors::file::load(path);
+    const auto file = detail::load_file(path);
     if (result.names.empty()) {
       for (const auto& name : file.names())
         if (name.starts_with("model.")) result.names.push_back(name);

@@ -51,6 +51,19 @@ inline std::string shape_text(const std::vector<std::int64_t>& sizes) {
   return text + "]";
 }
 
+/// Reads and validates an attn checkpoint or weights file. attn writes a checksum into every one,
+/// so a file without one was written or rewritten by another tool: refused with what a user of
+/// the programs can do about it (safetensors' own message names a parameter of its loader).
+inline safetensors::file load_file(const std::filesystem::path& path) {
+  auto file = safetensors::file::load(path, /*require_checksum=*/false);  // a checksum present is still verified
+  if (!file.metadata().contains(std::string(safetensors::checksum_key)))
+    throw safetensors::format_error(
+        path, "no attn.checksum in the metadata: attn writes one into every checkpoint, so another tool "
+              "wrote or rewrote this file; to load it, add one (python3 tests/train/safetensors_read.py "
+              "--add-checksum FILE OUT; docs/checkpoints.md)");
+  return file;
+}
+
 inline std::string required(const safetensors::file& file, const std::filesystem::path& path, const std::string& key) {
   const auto& meta = file.metadata();
   const auto it = meta.find(key);
@@ -214,7 +227,7 @@ void save_checkpoint(const std::filesystem::path& path, grad::parameter_list<T, 
 template <class T, class Device>
 training_state load_checkpoint(const std::filesystem::path& path, grad::parameter_list<T, Device>& parameters,
                                adam<T, Device>& optimizer, const model_description& description) {
-  const auto file = safetensors::file::load(path, /*require_checksum=*/true);
+  const auto file = detail::load_file(path);
   if (detail::required(file, path, "attn.format") != checkpoint_format)
     throw safetensors::format_error(path, "attn.format is '" + detail::required(file, path, "attn.format") +
                                     "', expected '" + checkpoint_format + "' (weights-only files cannot be resumed)");
@@ -272,7 +285,7 @@ void save_weights(const std::filesystem::path& path, grad::parameter_list<T, Dev
 template <class T, class Device>
 void load_weights(const std::filesystem::path& path, grad::parameter_list<T, Device>& parameters,
                   const model_description& description) {
-  const auto file = safetensors::file::load(path, /*require_checksum=*/true);
+  const auto file = detail::load_file(path);
   const std::string format = detail::required(file, path, "attn.format");
   if (format != checkpoint_format && format != weights_format)
     throw safetensors::format_error(path, "attn.format is '" + format + "', expected '" +

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <attn/cpu.hpp>
+#include <attn/train/average.hpp>
 #include <attn/train/checkpoint.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 using namespace attn;
@@ -130,6 +132,27 @@ TEST_CASE("train: checkpoints of another model, weights-only files and damaged f
             .find("weights-only files cannot be resumed") != std::string::npos);
   train::load_weights(weights, other.list, described);  // but translation may load them
   CHECK(other.list.refs()[1].value[2] == saved.list.refs()[1].value[2]);
+
+  // Another tool's rewrite keeps no checksum: refused by every loader, with what to do about it.
+  const auto rewritten = dir.path / "rewritten.safetensors";
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string entry = "\"attn.checksum\":\"";
+    const std::size_t at = bytes.find(entry);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, entry.size() + 16 + 2, entry.size() + 16 + 2, ' ');  // the entry and its '",' blanked
+    std::ofstream(rewritten, std::ios::binary) << bytes;
+  }
+  const std::string no_checksum = rewritten.string() +
+                                  ": no attn.checksum in the metadata: attn writes one into every checkpoint, so "
+                                  "another tool wrote or rewrote this file; to load it, add one (python3 "
+                                  "tests/train/safetensors_read.py --add-checksum FILE OUT; docs/checkpoints.md)";
+  const float loaded_before = other.list.refs()[0].value[0];
+  CHECK(message_of([&] { train::load_checkpoint(rewritten, other.list, other.optimizer, described); }) == no_checksum);
+  CHECK(message_of([&] { train::load_weights(rewritten, other.list, described); }) == no_checksum);
+  CHECK(message_of([&] { (void)train::average_checkpoints({rewritten}); }) == no_checksum);
+  CHECK(other.list.refs()[0].value[0] == loaded_before);
 
   little_model fresh(2, -1.0f);
   std::filesystem::resize_file(file, std::filesystem::file_size(file) - 1);
