@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include <attn/text/utf8.hpp>
 #include <attn/train/checkpoint.hpp>
+#include <attn/train/data.hpp>
 #include <attn/train/write_target.hpp>
 
 #include "../common/checks.hpp"
@@ -159,8 +159,8 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   return std::nullopt;
 }
 
-/// The lines of a file or of standard input, checked to be UTF-8; a trailing '\r' and a
-/// leading byte-order mark are dropped.
+/// The lines of a file or of standard input, checked as attn-train checks its text (UTF-8, no
+/// NUL; train::detail::finish_text_line); a trailing '\r' and a leading byte-order mark are dropped.
 std::vector<std::string> read_lines(const fs::path& path, const std::string& name) {
   std::ifstream file;
   if (!path.empty()) {
@@ -170,14 +170,7 @@ std::vector<std::string> read_lines(const fs::path& path, const std::string& nam
   std::istream& in = path.empty() ? std::cin : file;
   std::vector<std::string> lines;
   std::string line;
-  while (std::getline(in, line)) {
-    if (lines.empty() && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (const auto bad = text::first_invalid_utf8(line))
-      throw std::runtime_error(name + ":" + std::to_string(lines.size() + 1) + ": invalid UTF-8 at byte " +
-                               std::to_string(*bad + 1));
-    lines.push_back(std::move(line));
-  }
+  while (std::getline(in, line)) lines.push_back(train::detail::finish_text_line(std::move(line), lines.size() + 1, name));
   if (in.bad()) throw std::runtime_error(name + ": read error");
   return lines;
 }

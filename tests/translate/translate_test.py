@@ -334,10 +334,15 @@ class Errors(unittest.TestCase):
         self.assertIn(f"--output {WORK}: is a directory, not a file", done.stderr)
         self.assertNotIn("sentences/s", done.stderr)
 
-    def test_invalid_utf8_input_is_named_with_file_and_line(self):
+    def test_input_that_is_not_utf8_text_is_named_with_file_and_line(self):
         path = self.write("bad-utf8.txt", b"ka lo\nmi \xff nu\n", "wb")
         done = translate("--run", MODEL_DIR, "--input", path, expect=1)
-        self.assertIn(f"{path}:2: invalid UTF-8 at byte 4", done.stderr)
+        self.assertIn(f"{path}:2: invalid UTF-8 at byte 3", done.stderr)  # 0-based, as attn-train says it
+        utf16 = self.write("utf16.txt", "ka lo\n".encode("utf-16-le"), "wb")  # no byte-order mark
+        done = translate("--run", MODEL_DIR, "--input", utf16, expect=1)
+        self.assertIn(f"{utf16}:1: a NUL byte at byte 1: not text (UTF-16 text? convert it to UTF-8", done.stderr)
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--bleu", utf16, expect=1)
+        self.assertIn(f"{utf16}:1: a NUL byte at byte 1", done.stderr)
 
     def test_references_must_match_the_input_line_for_line(self):
         path = self.write("two.txt", "AX\nBY\n")

@@ -41,11 +41,18 @@ inline std::string errno_message(int error) {
 }
 
 /// One line as read, '\n' already gone: checked for UTF-8 before anything is removed, so
-/// the byte offset in an error is the one a hex viewer shows.
+/// the byte offset in an error is the one a hex viewer shows. A NUL byte is valid UTF-8 but no
+/// text's: it is refused, since a file that has one is not text, or is UTF-16 (where every
+/// ASCII character comes with a NUL), which is also what a UTF-16 byte-order mark says.
 inline std::string finish_text_line(std::string line, std::size_t number, const std::filesystem::path& file) {
-  if (const auto bad = text::first_invalid_utf8(line))
-    throw data_error(file.string() + ":" + std::to_string(number) + ": invalid UTF-8 at byte " +
-                     std::to_string(*bad));
+  const std::string where = file.string() + ":" + std::to_string(number) + ": ";
+  constexpr const char* utf16 = " (UTF-16 text? convert it to UTF-8: iconv -f UTF-16 -t UTF-8)";
+  if (const auto bad = text::first_invalid_utf8(line)) {
+    const bool utf16_mark = number == 1 && (line.starts_with("\xFF\xFE") || line.starts_with("\xFE\xFF"));
+    throw data_error(where + "invalid UTF-8 at byte " + std::to_string(*bad) + (utf16_mark ? utf16 : ""));
+  }
+  if (const std::size_t nul = line.find('\0'); nul != std::string::npos)
+    throw data_error(where + "a NUL byte at byte " + std::to_string(nul) + ": not text" + utf16);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
   return line;

@@ -107,6 +107,18 @@ TEST_CASE("read_parallel errors name the file, the line and the problem") {
   const fs::path surrogate = dir.write("surrogate.en", "\xED\xA0\x80\n");
   CHECK_THROWS_WITH_AS(read_parallel(surrogate, es), (surrogate.string() + ":1: invalid UTF-8 at byte 0").c_str(),
                        data_error);
+  // A NUL byte is valid UTF-8 but not text; UTF-16 has one beside every ASCII character, and
+  // its byte-order mark is invalid UTF-8 that says so.
+  const std::string utf16_advice = " (UTF-16 text? convert it to UTF-8: iconv -f UTF-16 -t UTF-8)";
+  const fs::path nul = dir.write("nul.en", std::string("fine\nok\nab\0c\n", 12));
+  CHECK_THROWS_WITH_AS(read_parallel(nul, dir.write("three.es", "1\n2\n3\n")),
+                       (nul.string() + ":3: a NUL byte at byte 2: not text" + utf16_advice).c_str(), data_error);
+  const fs::path utf16 = dir.write("utf16.en", std::string("\xFF\xFEh\0i\0\n\0", 8));
+  CHECK_THROWS_WITH_AS(read_parallel(utf16, es),
+                       (utf16.string() + ":1: invalid UTF-8 at byte 0" + utf16_advice).c_str(), data_error);
+  const fs::path latin1 = dir.write("latin1.en", "\xFF\xFFh\n");  // not a byte-order mark: no advice
+  CHECK_THROWS_WITH_AS(read_parallel(latin1, es), (latin1.string() + ":1: invalid UTF-8 at byte 0").c_str(),
+                       data_error);
 }
 
 TEST_CASE("the filter report counts and summarises") {
