@@ -26,6 +26,7 @@ struct options {
   bool greedy = false;
   double alpha = 0.6;
   int max_length_offset = 50;
+  int max_input_length = 1024;  // subwords an input line is cut to (0: none), CTranslate2's default
   int nbest = 1;
   int batch_size = 32;
   int threads = 0;

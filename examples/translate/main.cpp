@@ -105,6 +105,12 @@ std::optional<int> parse(int argc, char** argv, options& o) {
                      ->check(CLI::Range(0, 100000))
                      ->group(search);
   for (auto* option : {beam, greedy, offset}) score->excludes(option);  // --score searches nothing
+  app.add_option("--max-input-length", o.max_input_length,
+                 "cut input lines to this many subwords (0: no limit), with a warning naming them;\n"
+                 "with --score, a longer source is an error")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30))
+      ->group(search);
   app.add_option("--nbest", o.nbest, "write the K best as --with-scores writes translations")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000))

@@ -154,6 +154,29 @@ class Translation(unittest.TestCase):
         self.assertEqual(len(done.stdout.splitlines()), 5)
         self.assertEqual(done.stderr, "")
 
+    def test_lines_longer_than_max_input_length_are_cut_with_a_warning(self):
+        words = " ".join(toy("valid.src").read_text().split()[:40])  # one line of 40 toy words
+        prefix = " ".join(words.split()[:6])
+        checkpoint = ["--checkpoint", sorted(MODEL_DIR.glob("checkpoint-*.safetensors"))[-1], "--greedy"]
+        whole = translate(*checkpoint, "--max-input-length", 0, input=f"{prefix}\n{words}\n")
+        self.assertNotIn("warning", whole.stderr)
+        # The prefix is 6 subwords: cut at 6 it is whole, at 5 it is cut (toy words are one subword).
+        self.assertNotIn("warning", translate(*checkpoint, "--max-input-length", 6, input=prefix + "\n").stderr)
+        self.assertIn("line 1 (6)", translate(*checkpoint, "--max-input-length", 5, input=prefix + "\n").stderr)
+        scores = WORK / "cut-scores.json"
+        cut = translate(*checkpoint, "--max-input-length", 6, "--scores", scores, input=f"{prefix}\n{words}\n")
+        self.assertIn("warning: standard input: 1 line longer than --max-input-length 6 subwords, cut to it: "
+                      "line 2 (", cut.stderr)
+        first, second = cut.stdout.splitlines()
+        self.assertEqual(first, second)  # line 2 cut to line 1
+        self.assertEqual(first, whole.stdout.splitlines()[0])
+        self.assertNotEqual(second, whole.stdout.splitlines()[1])
+        self.assertEqual(json.loads(scores.read_text())["input_lines_cut"], 1)
+        done = translate(*checkpoint[:2], "--max-input-length", 6, "--score", write_work("cut.tgt", "a\nb\n"),
+                         input=f"{prefix}\n{words}\n", expect=1)
+        self.assertIn("standard input:2: ", done.stderr)
+        self.assertIn("more than --max-input-length 6, and a source cut short cannot be scored", done.stderr)
+
     def test_nbest_lists_are_ordered_and_start_with_the_best(self):
         best = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet").stdout.splitlines()
         nbest = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", "--nbest", 3).stdout
