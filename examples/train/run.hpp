@@ -192,6 +192,7 @@ int run(session& s) {
   };
   const long batches_per_step = long(ranks) * o.accumulate;
   long last_saved = o.resume ? state.step : -1;
+  long failed_save = -1;  // the last step whose checkpoint could not be saved
   long attempt = state.step;  // steps tried, skipped ones included: what --debug-nan-steps counts
   enum class ending { done, signal, time, bad_steps } why = ending::done;
   auto window_start = bar.elapsed();
@@ -342,7 +343,10 @@ int run(session& s) {
       bar.train(r);
     }
     if (step % o.valid_every == 0) validate();
-    if (step % o.save_every == 0 && save("every --save-every steps")) last_saved = step;
+    if (step % o.save_every == 0) {
+      if (save("every --save-every steps")) last_saved = step;
+      else failed_save = step;
+    }
   }
 
   if (capturing) capture(false);
@@ -354,6 +358,10 @@ int run(session& s) {
                          : why == ending::time      ? "the --max-minutes budget is spent"
                          : why == ending::bad_steps ? "stopped by non-finite steps"
                                                     : "end of training";
+    // The last step's own save failed: the end tries once more (a disk may have been freed since),
+    // and says so, rather than print the same error twice unexplained.
+    if (state.step == failed_save && s.leader())
+      bar.message("attn-train: trying once more to save step " + std::to_string(state.step) + "'s checkpoint");
     if (!save(reason) && status == 0) status = 1;
   }
   if (why != ending::signal && why != ending::bad_steps && state.step % o.valid_every != 0) validate();

@@ -562,6 +562,9 @@ class BadInput(unittest.TestCase):
         self.assertIn("could not save a checkpoint", done.stderr)
         self.assertIn("File too large", done.stderr)
         self.assertIn(f"the previous checkpoint {previous} is kept", done.stderr)
+        # Step 4's save failed at --save-every, and the end of training tried once more, saying so.
+        self.assertEqual(done.stderr.count("could not save a checkpoint"), 2)
+        self.assertLess(done.stderr.index("could not save"), done.stderr.index("trying once more to save step 4's"))
         self.assertEqual(previous.read_bytes(), before)
         self.assertEqual(sorted(p.name for p in out.glob("checkpoint-*")), [previous.name])
 
