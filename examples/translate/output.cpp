@@ -2,14 +2,12 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 
-#include <attn/train/write_target.hpp>
+#include <attn/train/output_file.hpp>
 
 namespace attn::translator {
 
@@ -52,44 +50,16 @@ double progress_line::finish() {
 }
 
 namespace {
-/// Writes through a temporary beside `path`, then renames it into place: a reader never sees
-/// half a file, and an interrupted run leaves the previous one intact. Links are followed, and a
-/// device or a pipe is written in place (train::resolve_write_target). Errors name `path` and
-/// the reason; a temporary this call created does not outlive a failure, whatever `write` throws.
+/// Writes what `write` puts in a stream to `path` whole or not at all (train::output_file: a
+/// temporary beside it, synced and renamed into place; a device or a pipe in place). Errors name
+/// `path` and the reason.
 template <class Write>
 void write_atomically(const std::filesystem::path& path, Write&& write) {
-  const train::write_target target = train::resolve_write_target(path);
-  auto temporary = target.path;
-  temporary += ".tmp";
-  const auto& written = target.in_place ? path : temporary;
-  const auto fail = [&](const char* what) {
-    const int error = errno;
-    throw std::runtime_error(path.string() + ": cannot " + what +
-                             (error != 0 ? " (" + std::string(std::strerror(error)) + ")" : std::string()));
-  };
-  struct remover {  // the temporary, once created, unless renamed
-    const std::filesystem::path* file = nullptr;
-    ~remover() {
-      std::error_code ignored;
-      if (file != nullptr) std::filesystem::remove(*file, ignored);
-    }
-  } remove_on_failure;
-  {
-    errno = 0;
-    std::ofstream out(written, std::ios::binary | (target.in_place ? std::ios::app : std::ios::trunc));
-    if (!out) fail("open it for writing");
-    if (!target.in_place) remove_on_failure.file = &temporary;
-    write(out);
-    out.flush();
-    if (!out) fail("write it");
-  }
-  if (target.in_place) return;
-  std::error_code error;
-  std::filesystem::rename(temporary, target.path, error);
-  if (error)
-    throw std::runtime_error(path.string() + ": cannot rename " + temporary.string() + " over it (" + error.message() +
-                             ")");
-  remove_on_failure.file = nullptr;
+  std::ostringstream text;
+  write(text);
+  train::output_file out(path);
+  out.write(std::move(text).str());
+  out.commit();
 }
 
 void write_lines(std::ostream& out, const job& j, const std::vector<std::vector<decode::hypothesis>>& results,

@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "write_target.hpp"
+#include "output_file.hpp"
 
 namespace attn::train::safetensors {
 
@@ -134,13 +134,8 @@ class format_error : public std::runtime_error {
       : std::runtime_error(file.string() + ": " + std::string(what)) {}
 };
 
-/// A failed system call: "<file>: could not <action>: <strerror(errno)>".
-class io_error : public std::system_error {
- public:
-  io_error(const std::filesystem::path& file, std::string_view action, int error_number)
-      : std::system_error(error_number, std::generic_category(), file.string() + ": could not " + std::string(action)) {
-  }
-};
+/// A failed system call: "<file>: could not <action>: <strerror(errno)>" (output_file.hpp).
+using io_error = train::io_error;
 
 namespace detail {
 
@@ -191,22 +186,8 @@ inline std::string offsets_string(std::uint64_t begin, std::uint64_t end) {
 /// A JSON string literal: quoted and escaped. Throws nlohmann's type_error on invalid UTF-8.
 inline std::string json_quoted(const std::string& text) { return nlohmann::json(text).dump(); }
 
-/// errno when a system call returned -1, else 0. Read at once: building a message can change errno.
-inline int error_of(long result) { return result == -1 ? errno : 0; }
-
-/// Writes all `size` bytes (write may take fewer at a time); returns 0 or the errno.
-inline int write_all(int descriptor, const void* data, std::size_t size) {
-  const auto* next = static_cast<const char*>(data);
-  while (size > 0) {
-    const ::ssize_t written = ::write(descriptor, next, std::min<std::size_t>(size, std::size_t(1) << 30));
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) return errno;
-    if (written == 0) return EIO;  // not for a regular file; never loop on it
-    next += written;
-    size -= std::size_t(written);
-  }
-  return 0;
-}
+using train::detail::descriptor_guard;
+using train::detail::error_of;
 
 /// Reads up to `size` bytes, fewer only at the end of the file, and counts them in `got`;
 /// returns 0 or the errno.
@@ -222,39 +203,6 @@ inline int read_all(int descriptor, void* data, std::size_t size, std::size_t& g
   }
   return 0;
 }
-
-/// Closes a descriptor on every path out of a function.
-class descriptor_guard {
- public:
-  explicit descriptor_guard(int descriptor) : descriptor_(descriptor) {}
-  descriptor_guard(const descriptor_guard&) = delete;
-  descriptor_guard& operator=(const descriptor_guard&) = delete;
-  ~descriptor_guard() {
-    if (descriptor_ >= 0) ::close(descriptor_);
-  }
-  int get() const noexcept { return descriptor_; }
-  /// Gives up ownership, for a close whose result matters.
-  int release() noexcept { return std::exchange(descriptor_, -1); }
-
- private:
-  int descriptor_;
-};
-
-/// Removes the temporary file unless the save got as far as renaming it.
-class temporary_guard {
- public:
-  explicit temporary_guard(const std::filesystem::path& file) : file_(file) {}
-  temporary_guard(const temporary_guard&) = delete;
-  temporary_guard& operator=(const temporary_guard&) = delete;
-  ~temporary_guard() {
-    if (!renamed_) ::unlink(file_.c_str());
-  }
-  void renamed() noexcept { renamed_ = true; }
-
- private:
-  const std::filesystem::path& file_;
-  bool renamed_ = false;
-};
 
 }  // namespace detail
 
@@ -295,13 +243,11 @@ class writer {
     metadata_.insert_or_assign(std::move(key), std::move(value));
   }
 
-  /// Writes `path` atomically: the file goes to `path` + ".tmp" in the same directory with every
-  /// write checked, is flushed to the disk (fsync), closed, renamed over `path`, and the directory
-  /// is synced. On failure the temporary file is removed, a previous `path` is left as it was, and
-  /// io_error names the file and the reason. (If only the final directory sync fails, `path`
-  /// already holds the new file; io_error still says so, since it may not survive a power cut.)
-  /// Links are followed to the name they end at; a device, a pipe or a name through /proc
-  /// (/dev/null, /dev/stdout) is written in place, appended (resolve_write_target).
+  /// Writes `path` whole or not at all (output_file): through `path` + ".tmp" in the same
+  /// directory with every write checked, synced, renamed over `path`, and the directory synced.
+  /// On failure the temporary file is removed, a previous `path` is left as it was, and io_error
+  /// names the file and the reason. Links are followed to the name they end at; a device, a pipe
+  /// or a name through /proc (/dev/null, /dev/stdout) is written in place, appended.
   void save(const std::filesystem::path& path) const {
     std::vector<const tensor*> layout;
     for (const auto& t : tensors_) layout.push_back(&t);
@@ -336,44 +282,11 @@ class writer {
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(std::uint64_t(header.size()) >> (8 * i));
 
-    const write_target target = resolve_write_target(path);
-    std::filesystem::path temporary = target.path;
-    temporary += ".tmp";
-    const std::filesystem::path& written = target.in_place ? path : temporary;
-    detail::descriptor_guard out(
-        ::open(written.c_str(), O_WRONLY | O_CREAT | (target.in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0666));
-    if (const int error = detail::error_of(out.get()))
-      throw io_error(path, target.in_place ? "open it for writing" : "create the temporary file " + temporary.string(),
-                     error);
-    detail::temporary_guard remove_on_failure(temporary);
-    if (target.in_place) remove_on_failure.renamed();  // there is no temporary to remove
-    const auto write = [&](const void* data, std::size_t size) {
-      if (const int error = detail::write_all(out.get(), data, size))
-        throw io_error(path, target.in_place ? "write it" : "write " + temporary.string(), error);
-    };
-    write(length, sizeof length);
-    write(header.data(), header.size());
-    for (const tensor* t : layout) write(t->data, t->bytes);
-    if (target.in_place) {  // a device or a pipe: nothing to flush to a disk or rename
-      if (const int error = detail::error_of(::close(out.release()))) throw io_error(path, "close it", error);
-      return;
-    }
-    if (const int error = detail::error_of(::fsync(out.get())))
-      throw io_error(path, "flush " + temporary.string() + " to the disk", error);
-    if (const int error = detail::error_of(::close(out.release())))
-      throw io_error(path, "close " + temporary.string(), error);
-    if (const int error = detail::error_of(::rename(temporary.c_str(), target.path.c_str())))
-      throw io_error(path, "rename " + temporary.string() + " over it", error);
-    remove_on_failure.renamed();
-
-    // Without this the rename itself may be lost in a power cut, leaving the old checkpoint.
-    const std::filesystem::path directory = target.path.has_parent_path() ? target.path.parent_path() : ".";
-    detail::descriptor_guard directory_descriptor(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    int error = detail::error_of(directory_descriptor.get());
-    if (error == 0) error = detail::error_of(::fsync(directory_descriptor.get()));
-    // Some file systems cannot sync a directory (EINVAL); there is nothing more to do on them.
-    if (error != 0 && error != EINVAL)
-      throw io_error(path, "sync its directory " + directory.string() + " (the file was written)", error);
+    output_file out(path);
+    out.write(length, sizeof length);
+    out.write(header);
+    for (const tensor* t : layout) out.write(t->data, t->bytes);
+    out.commit();
   }
 
  private:

@@ -1,0 +1,70 @@
+// Tests of include/attn/train/output_file.hpp: a file is replaced whole at commit, or not at all.
+// (Saving through links and into pipes is in write_target_test.cpp; full disks and file-size
+// limits in safetensors_test.cpp, whose writer saves through output_file.)
+#include <doctest/doctest.h>
+
+#include "../scratch_dir.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+#include <attn/train/output_file.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using attn::train::output_file;
+
+std::string contents(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("output_file: the file is replaced at commit; until then it is as it was") {
+  attn::test::scratch_dir dir("output-file");
+  const fs::path path = dir.write("out.txt", "old\n");
+  const fs::path temporary = dir.path / "out.txt.tmp";
+  {
+    output_file out(path);
+    out.write("new ");
+    out.write("text\n", 5);
+    CHECK(contents(path) == "old\n");
+    CHECK(contents(temporary) == "new text\n");
+    out.commit();
+  }
+  CHECK(contents(path) == "new text\n");
+  CHECK_FALSE(fs::exists(temporary));
+}
+
+TEST_CASE("output_file: given up without a commit, the previous file stays and the temporary goes") {
+  attn::test::scratch_dir dir("output-file-abandoned");
+  const fs::path path = dir.write("out.txt", "old\n");
+  try {
+    output_file out(path);
+    out.write("half of it");
+    throw std::runtime_error("the writer stopped");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(contents(path) == "old\n");
+  CHECK_FALSE(fs::exists(dir.path / "out.txt.tmp"));
+
+  const fs::path fresh = dir.path / "fresh.txt";  // a new name is not created either
+  { output_file out(fresh); }
+  CHECK_FALSE(fs::exists(fresh));
+}
+
+TEST_CASE("output_file: errors name the path as given and the system's reason") {
+  attn::test::scratch_dir dir("output-file-errors");
+  const fs::path nowhere = dir.path / "missing" / "out.txt";
+  CHECK_THROWS_WITH_AS(output_file{nowhere},
+                       (nowhere.string() + ": could not create the temporary file " + nowhere.string() +
+                        ".tmp: No such file or directory").c_str(),
+                       attn::train::io_error);
+  CHECK_THROWS_WITH_AS(output_file{dir.path}, (dir.path.string() + ": could not open it for writing: Is a directory").c_str(),
+                       attn::train::io_error);
+}
