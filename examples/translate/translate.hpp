@@ -41,36 +41,40 @@ struct encoded_input {
 /// Input lines as subword ids, each cut to --max-input-length subwords (0: no limit), as
 /// CTranslate2 cuts its input: one line of tens of thousands of subwords (a text without line
 /// breaks) would take minutes of attention, quadratic in its length, before the first progress
-/// line, and translate badly after that. A warning names the lines cut. --score's sources are
-/// not cut: a cut source would be scored as another sentence, so a longer one is an error. A
-/// model with learned positions has a table of fixed length; a longer sentence is an error.
+/// line, and translate badly after that. A model with learned positions has a table of fixed
+/// length, which cuts as well (and with no limit, a longer line is an error). A warning names the
+/// lines cut. --score's sources are not cut: a cut source would be scored as another sentence, so
+/// a longer one is an error.
 inline encoded_input encode_lines(const job& j, index_t max_positions) {
   encoded_input input{std::vector<std::vector<token>>(j.lines.size())};
+  const std::size_t held = std::size_t(max_positions - 1);  // learned positions' table, the end symbol aside
   const std::size_t limit = std::size_t(j.opts.max_input_length);
+  const bool by_positions = limit == 0 || held < limit;
+  const std::size_t cut_to = by_positions ? held : limit;
+  const std::string bound = by_positions ? "the model's learned positions hold " + std::to_string(held) +
+                                               " and the end symbol"
+                                         : "--max-input-length " + std::to_string(limit);
   std::string named;  // the first few lines cut, for the warning
   for (std::size_t i = 0; i < j.lines.size(); ++i) {
     auto& sentence = input.sentences[i];
     sentence = j.vocabulary.encode(j.lines[i]);
-    const std::string where = input_name(j.opts) + ":" + std::to_string(i + 1) + ": ";
-    if (limit > 0 && sentence.size() > limit) {
-      if (!j.targets.empty())
-        throw std::runtime_error(where + std::to_string(sentence.size()) + " subwords, more than --max-input-length " +
-                                 std::to_string(limit) + ", and a source cut short cannot be scored "
-                                 "(--max-input-length 0 reads it whole)");
-      if (++input.lines_cut <= 5)
-        named += (named.empty() ? "" : ", ") + std::string("line ") + std::to_string(i + 1) + " (" +
-                 std::to_string(sentence.size()) + ")";
-      sentence.resize(limit);
-    }
-    if (index_t(sentence.size()) + 1 > max_positions)
-      throw std::runtime_error(where + std::to_string(sentence.size()) + " subwords; the model's learned positions hold " +
-                               std::to_string(max_positions - 1) + " and the end symbol");
+    if (sentence.size() <= cut_to) continue;
+    const std::string where = input_name(j.opts) + ":" + std::to_string(i + 1) + ": " +
+                              std::to_string(sentence.size()) + " subwords; ";
+    if (limit == 0) throw std::runtime_error(where + bound);
+    if (!j.targets.empty())
+      throw std::runtime_error(where + bound + ", and a source cut short cannot be scored" +
+                               (by_positions ? "" : " (--max-input-length 0 reads it whole)"));
+    if (++input.lines_cut <= 5)
+      named += (named.empty() ? "" : ", ") + std::string("line ") + std::to_string(i + 1) + " (" +
+               std::to_string(sentence.size()) + " subwords)";
+    sentence.resize(cut_to);
   }
   if (input.lines_cut > 0)
-    std::fprintf(stderr, "attn-translate: warning: %s: %zu line%s longer than --max-input-length %zu subwords, cut "
-                 "to it: %s%s; --max-input-length 0 translates them whole\n", input_name(j.opts).c_str(),
-                 input.lines_cut, input.lines_cut == 1 ? "" : "s", limit, named.c_str(),
-                 input.lines_cut > 5 ? ", ..." : "");
+    std::fprintf(stderr, "attn-translate: warning: %s: %zu line%s cut to %zu subwords (%s): %s%s%s\n",
+                 input_name(j.opts).c_str(), input.lines_cut, input.lines_cut == 1 ? "" : "s", cut_to, bound.c_str(),
+                 named.c_str(), input.lines_cut > 5 ? ", ..." : "",
+                 by_positions ? "" : "; --max-input-length 0 translates them whole");
   return input;
 }
 
@@ -162,7 +166,8 @@ int translate(job& j) {
   }
   const index_t max_positions =
       j.hyper.positions == nn::positional::learned ? C::max_positions : std::numeric_limits<index_t>::max() / 2;
-  const auto [sources, lines_cut] = detail::encode_lines(j, max_positions);
+  const auto input = detail::encode_lines(j, max_positions);
+  const auto& sources = input.sentences;
   const auto targets = detail::encode_targets(j, max_positions);  // --score's, or none
 
   decode::search_options search;
@@ -227,7 +232,7 @@ int translate(job& j) {
       {"beam", search.beam},
       {"alpha", search.alpha},
       {"sentences", sources.size()},
-      {"input_lines_cut", lines_cut},  // to --max-input-length
+      {"input_lines_cut", input.lines_cut},  // to --max-input-length or learned positions' table
       {"output_tokens", progress.tokens()},
       {"seconds", seconds},
       {"sentences_per_second", double(sources.size()) / seconds},

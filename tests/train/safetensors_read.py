@@ -6,13 +6,14 @@ load(path) returns (metadata, tensors): the "__metadata__" strings, and for each
 rewrite(path, out, replacements) copies a file attn wrote with some tensors' bytes replaced
 (bench/parity_vs_torch.py writes a PyTorch-trained model so for attn-translate).
 add_checksum(path, out) copies a file another tool wrote (or rewrote) with attn.checksum added,
-which attn's programs require of every checkpoint.
+which attn's programs require of every checkpoint (in pure Python: about a minute a gigabyte).
 
     python3 tests/train/safetensors_read.py [--verify] FILE   # names, dtypes and shapes
     python3 tests/train/safetensors_read.py --add-checksum FILE OUT
 """
 
 import json
+import os
 import struct
 import sys
 
@@ -159,14 +160,19 @@ def add_checksum(path, out):
     header.pop("__metadata__", None)
     fields = {"attn.checksum": "0" * 16, **dict(sorted(metadata.items()))}
     text = json.dumps({"__metadata__": fields, **header}, separators=(",", ":"), ensure_ascii=False)
-    header_bytes = text.encode("utf-8")
+    try:
+        header_bytes = text.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate that JSON let through
+        raise FormatError(f"{path}: the header is not valid UTF-8: {error}") from None
     header_bytes += b" " * (-len(header_bytes) % 8)
     data = contents[8 + header_size:]
     at = header_bytes.find(CHECKSUM_FIELD) + len(CHECKSUM_FIELD)
     checksum = f"{fnv1a64(data, fnv1a64(header_bytes)):016x}".encode()
     header_bytes = header_bytes[:at] + checksum + header_bytes[at + 16:]
-    with open(out, "wb") as f:
+    temporary = f"{out}.tmp"  # then renamed: OUT may be FILE itself, which a failed write must not cut
+    with open(temporary, "wb") as f:
         f.write(struct.pack("<Q", len(header_bytes)) + header_bytes + data)
+    os.replace(temporary, out)
 
 
 def main(argv):

@@ -162,11 +162,11 @@ class Translation(unittest.TestCase):
         self.assertNotIn("warning", whole.stderr)
         # The prefix is 6 subwords: cut at 6 it is whole, at 5 it is cut (toy words are one subword).
         self.assertNotIn("warning", translate(*checkpoint, "--max-input-length", 6, input=prefix + "\n").stderr)
-        self.assertIn("line 1 (6)", translate(*checkpoint, "--max-input-length", 5, input=prefix + "\n").stderr)
+        self.assertIn("line 1 (6 subwords)", translate(*checkpoint, "--max-input-length", 5, input=prefix + "\n").stderr)
         scores = WORK / "cut-scores.json"
         cut = translate(*checkpoint, "--max-input-length", 6, "--scores", scores, input=f"{prefix}\n{words}\n")
-        self.assertIn("warning: standard input: 1 line longer than --max-input-length 6 subwords, cut to it: "
-                      "line 2 (", cut.stderr)
+        self.assertIn("warning: standard input: 1 line cut to 6 subwords (--max-input-length 6): line 2 (40 subwords); "
+                      "--max-input-length 0 translates them whole", cut.stderr)
         first, second = cut.stdout.splitlines()
         self.assertEqual(first, second)  # line 2 cut to line 1
         self.assertEqual(first, whole.stdout.splitlines()[0])
@@ -174,8 +174,23 @@ class Translation(unittest.TestCase):
         self.assertEqual(json.loads(scores.read_text())["input_lines_cut"], 1)
         done = translate(*checkpoint[:2], "--max-input-length", 6, "--score", write_work("cut.tgt", "a\nb\n"),
                          input=f"{prefix}\n{words}\n", expect=1)
-        self.assertIn("standard input:2: ", done.stderr)
-        self.assertIn("more than --max-input-length 6, and a source cut short cannot be scored", done.stderr)
+        self.assertIn("standard input:2: 40 subwords; --max-input-length 6, and a source cut short cannot be scored "
+                      "(--max-input-length 0 reads it whole)", done.stderr)
+
+    def test_learned_positions_cut_lines_to_their_table(self):
+        out = WORK / "learned"
+        data = WORK / "toy"
+        run(TRAIN, ["--src", data / "train.src", "--tgt", data / "train.tgt", "--config", "tiny", "--layers", 1,
+                    "--vocab-size", 128, "--positions", "learned", "--max-steps", 1, "--out", out, "--threads", 1])
+        words = toy("valid.src").read_text().split()
+        line = " ".join((words * (1100 // len(words) + 1))[:1100]) + "\n"  # 1 100 toy words, one subword each
+        checkpoint = ["--checkpoint", out / "checkpoint-00000001.safetensors", "--greedy", "--max-len-offset", 0]
+        held = "the model's learned positions hold 1023 and the end symbol"
+        done = translate(*checkpoint, input=line)  # --max-input-length 1024: the table cuts first
+        self.assertIn(f"1 line cut to 1023 subwords ({held}): line 1 (1100 subwords)\n", done.stderr)
+        self.assertEqual(len(done.stdout.splitlines()), 1)
+        done = translate(*checkpoint, "--max-input-length", 0, input=line, expect=1)
+        self.assertIn(f"standard input:1: 1100 subwords; {held}", done.stderr)
 
     def test_nbest_lists_are_ordered_and_start_with_the_best(self):
         best = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet").stdout.splitlines()
