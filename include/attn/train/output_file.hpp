@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -88,6 +89,7 @@ class output_file {
   }
 
   void write(const void* data, std::size_t size) {
+    check_open("write");
     if (const int error = detail::write_all(out_.get(), data, size))
       throw io_error(path_, target_.in_place ? "write it" : "write " + temporary_.string(), error);
   }
@@ -96,7 +98,9 @@ class output_file {
   /// The temporary synced, closed and renamed over the file, and the rename synced; in place,
   /// closed (a device or a pipe has nothing to sync or rename). If only the last sync fails the
   /// new file is already in place; the io_error says so, since it may not survive a power cut.
+  /// Once: the file is closed after it.
   void commit() {
+    check_open("commit");
     if (target_.in_place) {
       if (const int error = detail::error_of(::close(out_.release()))) throw io_error(path_, "close it", error);
       return;
@@ -120,6 +124,10 @@ class output_file {
   }
 
  private:
+  void check_open(const char* what) const {
+    if (out_.get() < 0)
+      throw std::logic_error("attn::train::output_file: " + std::string(what) + " after commit (" + path_.string() + ")");
+  }
   const std::filesystem::path& written() const { return target_.in_place ? path_ : temporary_; }
 
   std::filesystem::path path_;  // as given: what messages name

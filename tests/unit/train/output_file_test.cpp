@@ -39,6 +39,12 @@ TEST_CASE("output_file: the file is replaced at commit; until then it is as it w
   }
   CHECK(contents(path) == "new text\n");
   CHECK_FALSE(fs::exists(temporary));
+
+  output_file once(path);
+  once.commit();
+  CHECK(contents(path).empty());
+  CHECK_THROWS_AS(once.write("late"), std::logic_error);
+  CHECK_THROWS_AS(once.commit(), std::logic_error);
 }
 
 TEST_CASE("output_file: given up without a commit, the previous file stays and the temporary goes") {
