@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 
@@ -36,5 +37,11 @@ struct scratch_dir {
     return path / name;
   }
 };
+
+/// A file's bytes (empty when it cannot be read).
+inline std::string file_contents(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 }  // namespace attn::test

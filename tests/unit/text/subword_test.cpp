@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -50,11 +49,6 @@ void write_lines(const fs::path& file, const std::vector<std::string>& lines, co
   std::ofstream out(file, std::ios::binary);
   if (bom) out << "\xEF\xBB\xBF";
   for (const auto& line : lines) out << line << end;
-}
-
-std::string file_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
@@ -147,15 +141,15 @@ TEST_CASE("the same input gives the same model") {
   const std::vector<fs::path> files = {dir.path / "a.txt", dir.path / "b.txt"};
 
   const auto first = subword_model::train(files, dir.path / "m", 70);
-  const std::string first_model = file_bytes(dir.path / "m.model");
-  const std::string first_vocab = file_bytes(dir.path / "m.vocab");
+  const std::string first_model = attn::test::file_contents(dir.path / "m.model");
+  const std::string first_vocab = attn::test::file_contents(dir.path / "m.vocab");
   const auto second = subword_model::train(files, dir.path / "m", 70);
-  CHECK(file_bytes(dir.path / "m.model") == first_model);
-  CHECK(file_bytes(dir.path / "m.vocab") == first_vocab);
+  CHECK(attn::test::file_contents(dir.path / "m.model") == first_model);
+  CHECK(attn::test::file_contents(dir.path / "m.vocab") == first_vocab);
 
   // Elsewhere (the prefix is recorded in the .model): the same pieces and encodings.
   const auto third = subword_model::train(files, dir.path / "n", 70);
-  CHECK(file_bytes(dir.path / "n.vocab") == first_vocab);
+  CHECK(attn::test::file_contents(dir.path / "n.vocab") == first_vocab);
   REQUIRE(third.size() == first.size());
   for (int id = 0; id < first.size(); ++id) CHECK(third.piece(id) == first.piece(id));
   const std::string text = "the big dog ran to una casa con la puerta roja";

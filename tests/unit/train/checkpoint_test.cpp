@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 
 using namespace attn;
@@ -136,8 +135,7 @@ TEST_CASE("train: checkpoints of another model, weights-only files and damaged f
   // Another tool's rewrite keeps no checksum: refused by every loader, with what to do about it.
   const auto rewritten = dir.path / "rewritten.safetensors";
   {
-    std::ifstream in(file, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string bytes = attn::test::file_contents(file);
     const std::string entry = "\"attn.checksum\":\"";
     const std::size_t at = bytes.find(entry);
     REQUIRE(at != std::string::npos);

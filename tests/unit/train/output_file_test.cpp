@@ -6,8 +6,6 @@
 #include "../scratch_dir.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -16,12 +14,8 @@
 namespace {
 
 namespace fs = std::filesystem;
+using attn::test::file_contents;
 using attn::train::output_file;
-
-std::string contents(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 }  // namespace
 
@@ -33,16 +27,16 @@ TEST_CASE("output_file: the file is replaced at commit; until then it is as it w
     output_file out(path);
     out.write("new ");
     out.write("text\n", 5);
-    CHECK(contents(path) == "old\n");
-    CHECK(contents(temporary) == "new text\n");
+    CHECK(file_contents(path) == "old\n");
+    CHECK(file_contents(temporary) == "new text\n");
     out.commit();
   }
-  CHECK(contents(path) == "new text\n");
+  CHECK(file_contents(path) == "new text\n");
   CHECK_FALSE(fs::exists(temporary));
 
   output_file once(path);
   once.commit();
-  CHECK(contents(path).empty());
+  CHECK(file_contents(path).empty());
   CHECK_THROWS_AS(once.write("late"), std::logic_error);
   CHECK_THROWS_AS(once.commit(), std::logic_error);
 }
@@ -56,7 +50,7 @@ TEST_CASE("output_file: given up without a commit, the previous file stays and t
     throw std::runtime_error("the writer stopped");
   } catch (const std::runtime_error&) {
   }
-  CHECK(contents(path) == "old\n");
+  CHECK(file_contents(path) == "old\n");
   CHECK_FALSE(fs::exists(dir.path / "out.txt.tmp"));
 
   const fs::path fresh = dir.path / "fresh.txt";  // a new name is not created either

@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,12 +19,8 @@
 namespace {
 
 namespace fs = std::filesystem;
+using attn::test::file_contents;
 using attn::train::resolve_write_target;
-
-std::string contents(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::vector<float> saved_values(const fs::path& path) {
   const auto file = attn::train::safetensors::file::load(path);
@@ -136,6 +130,6 @@ TEST_CASE("safetensors: a save into a pipe writes the file's bytes into it and l
   reader.join();
   ::close(read_end);
   CHECK(fs::is_fifo(pipe));
-  CHECK(received == contents(directory / "regular.safetensors"));
+  CHECK(received == file_contents(directory / "regular.safetensors"));
   CHECK(!fs::exists(directory / "pipe.tmp"));
 }
