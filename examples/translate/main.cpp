@@ -9,8 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -165,20 +163,10 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   return std::nullopt;
 }
 
-/// The lines of a file or of standard input, checked as attn-train checks its text (UTF-8, no
-/// NUL; train::detail::finish_text_line); a trailing '\r' and a leading byte-order mark are dropped.
-std::vector<std::string> read_lines(const fs::path& path, const std::string& name) {
-  std::ifstream file;
-  if (!path.empty()) {
-    file.open(path, std::ios::binary);
-    if (!file) throw std::runtime_error(name + ": cannot open (" + std::strerror(errno) + ")");
-  }
-  std::istream& in = path.empty() ? std::cin : file;
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(train::detail::finish_text_line(std::move(line), lines.size() + 1, name));
-  if (in.bad()) throw std::runtime_error(name + ": read error");
-  return lines;
+/// The lines of a file, or with no path of standard input, read and checked as attn-train reads
+/// its text (train::detail::read_text_lines: UTF-8, no NUL; '\r' and a byte-order mark dropped).
+std::vector<std::string> read_lines(const fs::path& path) {
+  return path.empty() ? train::detail::read_text_lines(stdin, "standard input") : train::detail::read_text_lines(path);
 }
 
 /// Refuses an output file that cannot be written now, rather than after the decoding: a
@@ -227,10 +215,10 @@ int run(options o) {
   const auto files = checkpoints_of(o);
   const fs::path vocabulary = o.vocabulary.empty() ? files.front().parent_path() / "vocab.model" : o.vocabulary;
   translator::job j(o, text::subword_model::load(vocabulary));
-  j.lines = read_lines(o.input, translator::input_name(o));
+  j.lines = read_lines(o.input);
   for (auto [file, lines] : {std::pair{&o.references, &j.references}, std::pair{&o.targets, &j.targets}}) {
     if (file->empty()) continue;
-    *lines = read_lines(*file, file->string());
+    *lines = read_lines(*file);
     if (lines->size() != j.lines.size())
       throw std::runtime_error("'" + file->string() + "' has " + std::to_string(lines->size()) + " lines but " +
                                translator::input_name(o) + " has " + std::to_string(j.lines.size()));

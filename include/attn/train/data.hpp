@@ -58,21 +58,16 @@ inline std::string finish_text_line(std::string line, std::size_t number, const 
   return line;
 }
 
-/// Every line of a text file. A last line without '\n' counts; an empty file has no lines.
-inline std::vector<std::string> read_text_lines(const std::filesystem::path& file) {
-  struct closer {
-    void operator()(std::FILE* stream) const noexcept { std::fclose(stream); }
-  };
-  const std::unique_ptr<std::FILE, closer> stream(std::fopen(file.c_str(), "rb"));
-  if (!stream) throw data_error("cannot open " + attn::text::detail::quoted(file) + ": " + errno_message(errno));
-
+/// Every line of an open stream (standard input too), `file` naming it in errors. A last line
+/// without '\n' counts; an empty stream has no lines.
+inline std::vector<std::string> read_text_lines(std::FILE* stream, const std::filesystem::path& file) {
   std::vector<std::string> lines;
   std::string partial;  // a line that runs past the end of the buffer
   std::vector<char> buffer(std::size_t{1} << 20);
   for (;;) {
-    const std::size_t got = std::fread(buffer.data(), 1, buffer.size(), stream.get());
+    const std::size_t got = std::fread(buffer.data(), 1, buffer.size(), stream);
     if (got == 0) {
-      if (std::ferror(stream.get()))  // a directory opens, then fails here with EISDIR
+      if (std::ferror(stream))  // a directory opens, then fails here with EISDIR
         throw data_error("cannot read " + attn::text::detail::quoted(file) + ": " + errno_message(errno));
       break;
     }
@@ -94,6 +89,16 @@ inline std::vector<std::string> read_text_lines(const std::filesystem::path& fil
   }
   if (!partial.empty()) lines.push_back(finish_text_line(std::move(partial), lines.size() + 1, file));
   return lines;
+}
+
+/// Every line of a text file.
+inline std::vector<std::string> read_text_lines(const std::filesystem::path& file) {
+  struct closer {
+    void operator()(std::FILE* stream) const noexcept { std::fclose(stream); }
+  };
+  const std::unique_ptr<std::FILE, closer> stream(std::fopen(file.c_str(), "rb"));
+  if (!stream) throw data_error("cannot open " + attn::text::detail::quoted(file) + ": " + errno_message(errno));
+  return read_text_lines(stream.get(), file);
 }
 
 inline std::string line_count_text(std::size_t count) {
