@@ -13,11 +13,8 @@
 #   scripts/gpu-bundle.sh [BUILD [FILE]]   BUILD defaults to build/, FILE to build-bundle/gpu.tar.xz
 #   ATTN_BUNDLE_PROGRAMS=0                 the gpu tests alone (gpu.sh then skips the programs)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
-  exit 0
-fi
 build=${1:-build}
 file=${2:-build-bundle/gpu.tar.xz}
 [[ -x $build/tests/gpu/gpu_device_query ]] \

@@ -9,11 +9,8 @@
 #
 #   scripts/gpu-deps.sh [DIR]      DIR defaults to $ATTN_DEPS, else deps/ (git-ignored)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
-  exit 0
-fi
 source scripts/deps.sh
 dir=${1:-${ATTN_DEPS:-deps}}
 lib=/usr/lib/$(gcc -print-multiarch)

@@ -47,11 +47,8 @@
 #                                       compute-sanitizer racecheck and synccheck
 #                                       (ATTN_GPU_RACECHECK_LIMIT s each, 120)
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"  # the comment above
-  exit 0
-fi
 
 heading() { printf '\n=== %s\n' "$*"; }
 die() { echo "gpu.sh: $*" >&2; exit 1; }

@@ -9,13 +9,8 @@
 #   ATTN_THREADS  threads (default: every core)
 #   ATTN_RUN      run directory (default runs/bible-en-es; an old one is moved aside)
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
-  exit 0
-elif [[ $# -gt 0 ]]; then
-  echo "$(basename "$0"): takes no arguments (settings through the environment; --help says what it does)" >&2
-  exit 2
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh" "$@"
+(( $# == 0 )) || { echo "$(basename "$0"): takes no arguments (settings through the environment; --help says what it does)" >&2; exit 2; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 attn_extra_packages=(sword-text-web sword-text-sparv libsword-utils)
 source scripts/deps.sh

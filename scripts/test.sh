@@ -4,13 +4,8 @@
 # AddressSanitizer and UBSan.
 # Exits non-zero on any failure. Works from any directory.
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
-  exit 0
-elif [[ $# -gt 0 ]]; then
-  echo "$(basename "$0"): takes no arguments (--help says what it does)" >&2
-  exit 2
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh" "$@"
+(( $# == 0 )) || { echo "$(basename "$0"): takes no arguments (--help says what it does)" >&2; exit 2; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 attn_extra_packages=(clang libomp-dev)  # the consumer suite's second compiler (tests/consumer/meson.build)
 source scripts/deps.sh
