@@ -2,7 +2,6 @@
 // (§5): shared BPE vocabulary, token-budget batches, label smoothing, Adam with equation (3),
 // dropout, checkpoints, validation, and data-parallel processes under mpirun.
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -18,7 +17,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -38,6 +36,7 @@
 #endif
 
 #include "../common/numbers.hpp"
+#include "../common/stop_signals.hpp"
 #include "checkpoints.hpp"
 #include "options.hpp"
 #include "run.hpp"
@@ -45,43 +44,7 @@
 
 namespace attn::trainer {
 
-std::atomic<int>& stop_signal() {
-  static std::atomic<int> signal{0};
-  return signal;
-}
-
 namespace {
-
-extern "C" void on_stop_signal(int signal) {
-  // The first signal asks the loop to save and stop; a second one ends the process at once.
-  if (stop_signal().exchange(signal) != 0) {
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
-  }
-}
-
-/// SIGINT and SIGTERM blocked in this thread and every thread it starts later (OpenMP's), and
-/// taken by a thread of their own that waits for them. A handler must not run on a thread that
-/// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
-/// heap, and the handler's frame is written there (oneDNN issue #4845; Debian 12 has 2.6.3).
-/// Called once the communicator is up, before any computing thread starts: the handlers main
-/// installs first stay for the threads an MPI library started before this, which compute nothing.
-void take_stop_signals_on_their_own_thread() {
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
-  std::thread([stops] {
-    for (;;) {
-      int signal = 0;
-      if (sigwait(&stops, &signal) != 0) continue;
-      // A second signal ends the process: on_stop_signal raises it again, here unblocked.
-      if (stop_signal().load() != 0) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
-      on_stop_signal(signal);
-    }
-  }).detach();
-}
 
 /// A process started by mpirun, srun or another PMI launcher.
 bool launched_by_mpi() {
@@ -362,9 +325,7 @@ int main(int argc, char** argv) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  take_stop_signals_on_their_own_thread();
+  attn::examples::take_stop_signals();  // the loop saves and stops (run.hpp)
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
     return train(o, *comm);

@@ -148,7 +148,7 @@ int run_gnuplot(const std::filesystem::path& script) {
   char* argv[] = {program.data(), argument.data(), nullptr};
   pid_t child = 0;
   // gnuplot starts with no signal blocked: the trainer blocks SIGINT and SIGTERM in its threads
-  // (main.cpp), and a spawned program would inherit that mask.
+  // (examples/common/stop_signals.cpp), and a spawned program would inherit that mask.
   posix_spawnattr_t attributes;
   if (posix_spawnattr_init(&attributes) != 0) return -1;
   sigset_t none;

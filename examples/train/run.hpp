@@ -23,6 +23,7 @@
 #include <attn/train/loss_scale.hpp>
 
 #include "../common/device.hpp"
+#include "../common/stop_signals.hpp"
 #include "../common/variants.hpp"
 #include "checkpoints.hpp"
 #include "report.hpp"
@@ -30,8 +31,7 @@
 
 namespace attn::trainer {
 
-/// The signal that asked the run to stop (SIGINT, SIGTERM), or 0.
-std::atomic<int>& stop_signal();
+using examples::stop_signal;
 
 /// The batch order of each epoch, computed when first asked for.
 class data_order {

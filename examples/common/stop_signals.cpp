@@ -1,0 +1,56 @@
+#include "stop_signals.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace attn::examples {
+
+std::atomic<int>& stop_signal() {
+  static std::atomic<int> signal{0};
+  return signal;
+}
+
+namespace {
+
+std::string notice_text;  // set before the handlers are; read only after
+
+extern "C" void on_stop_signal(int signal) {
+  // The first signal asks the program to stop when it can; a second one ends the process at once.
+  if (stop_signal().exchange(signal) != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  // write, not stdio: this may run as a signal handler.
+  if (!notice_text.empty() && ::write(STDERR_FILENO, notice_text.data(), notice_text.size()) < 0) return;
+}
+
+}  // namespace
+
+void take_stop_signals(std::string notice) {
+  notice_text = std::move(notice);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+  std::thread([stops] {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&stops, &signal) != 0) continue;
+      // A second signal ends the process: on_stop_signal raises it again, here unblocked.
+      if (stop_signal().load() != 0) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+      on_stop_signal(signal);
+    }
+  }).detach();
+}
+
+}  // namespace attn::examples
