@@ -95,35 +95,48 @@ class output_file {
   }
   void write(std::string_view text) { write(text.data(), text.size()); }
 
+  /// Written in place, not through a temporary: a device, a pipe (write_target.hpp).
+  bool in_place() const noexcept { return target_.in_place; }
+
   /// The temporary synced, closed and renamed over the file, and the rename synced; in place,
   /// closed (a device or a pipe has nothing to sync or rename). If only the last sync fails the
   /// new file is already in place; the io_error says so, since it may not survive a power cut.
   /// Once: the file is closed after it.
-  void commit() {
+  void commit() { commit_to(path_, target_.path); }
+
+  /// As commit, but renamed to `other` (a regular file, or a new name, in the same file system),
+  /// while the file itself stays as it was: what a program had written when it was stopped,
+  /// kept under another name (attn-translate's OUTPUT.partial). In place, the same as commit.
+  void commit_as(const std::filesystem::path& other) {
+    commit_to(other, target_.in_place ? target_.path : resolve_write_target(other).path);
+  }
+
+ private:
+  /// commit and commit_as: `named` is what messages name, `renamed_to` where the temporary goes.
+  void commit_to(const std::filesystem::path& named, const std::filesystem::path& renamed_to) {
     check_open("commit");
     if (target_.in_place) {
-      if (const int error = detail::error_of(::close(out_.release()))) throw io_error(path_, "close it", error);
+      if (const int error = detail::error_of(::close(out_.release()))) throw io_error(named, "close it", error);
       return;
     }
     if (const int error = detail::error_of(::fsync(out_.get())))
-      throw io_error(path_, "flush " + temporary_.string() + " to the disk", error);
+      throw io_error(named, "flush " + temporary_.string() + " to the disk", error);
     if (const int error = detail::error_of(::close(out_.release())))
-      throw io_error(path_, "close " + temporary_.string(), error);
-    if (const int error = detail::error_of(::rename(temporary_.c_str(), target_.path.c_str())))
-      throw io_error(path_, "rename " + temporary_.string() + " over it", error);
+      throw io_error(named, "close " + temporary_.string(), error);
+    if (const int error = detail::error_of(::rename(temporary_.c_str(), renamed_to.c_str())))
+      throw io_error(named, "rename " + temporary_.string() + " over it", error);
     owns_temporary_ = false;
 
     // Without this the rename itself may be lost in a power cut, leaving the old file.
-    const std::filesystem::path directory = target_.path.has_parent_path() ? target_.path.parent_path() : ".";
+    const std::filesystem::path directory = renamed_to.has_parent_path() ? renamed_to.parent_path() : ".";
     detail::descriptor_guard directory_descriptor(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     int error = detail::error_of(directory_descriptor.get());
     if (error == 0) error = detail::error_of(::fsync(directory_descriptor.get()));
     // Some file systems cannot sync a directory (EINVAL); there is nothing more to do on them.
     if (error != 0 && error != EINVAL)
-      throw io_error(path_, "sync its directory " + directory.string() + " (the file was written)", error);
+      throw io_error(named, "sync its directory " + directory.string() + " (the file was written)", error);
   }
 
- private:
   void check_open(const char* what) const {
     if (out_.get() < 0)
       throw std::logic_error("attn::train::output_file: " + std::string(what) + " after commit (" + path_.string() + ")");

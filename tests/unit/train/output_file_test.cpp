@@ -58,6 +58,41 @@ TEST_CASE("output_file: given up without a commit, the previous file stays and t
   CHECK_FALSE(fs::exists(fresh));
 }
 
+TEST_CASE("output_file: commit_as keeps what was written under another name, the file as it was") {
+  attn::test::scratch_dir dir("output-file-commit-as");
+  const fs::path path = dir.write("out.txt", "old\n");
+  const fs::path partial = dir.write("out.txt.partial", "an earlier run's\n");  // replaced
+  {
+    output_file out(path);
+    CHECK_FALSE(out.in_place());
+    out.write("the first lines\n");
+    out.commit_as(partial);
+    CHECK_THROWS_AS(out.write("late"), std::logic_error);
+  }
+  CHECK(file_contents(path) == "old\n");
+  CHECK(file_contents(partial) == "the first lines\n");
+  CHECK_FALSE(fs::exists(dir.path / "out.txt.tmp"));
+
+  // Through a link, to the file the link names (the link stays, as commit's does).
+  const fs::path named = dir.write("named.partial", "");
+  const fs::path link = dir.path / "link.partial";
+  fs::create_symlink("named.partial", link);
+  {
+    output_file out(path);
+    out.write("more\n");
+    out.commit_as(link);
+  }
+  CHECK(fs::is_symlink(link));
+  CHECK(file_contents(named) == "more\n");
+
+  // A device is written in place: there is nothing to rename, and the other name is not made.
+  output_file device("/dev/null");
+  CHECK(device.in_place());
+  device.write("gone\n");
+  device.commit_as(dir.path / "null.partial");
+  CHECK_FALSE(fs::exists(dir.path / "null.partial"));
+}
+
 TEST_CASE("output_file: errors name the path as given and the system's reason") {
   attn::test::scratch_dir dir("output-file-errors");
   const fs::path nowhere = dir.path / "missing" / "out.txt";
