@@ -29,6 +29,7 @@ struct options {
   int max_input_length = 1024;  // subwords an input line is cut to (0: none), CTranslate2's default
   int nbest = 1;
   int batch_size = 32;
+  int window = 100;  // batches sorted by length together and then written (0: the whole input)
   int threads = 0;
   examples::device_choice device;  // --device: cpu, cuda[:N]
   bool tf32 = false;               // --tf32: fp32 GPU products in TF32

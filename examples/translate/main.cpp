@@ -19,6 +19,7 @@
 
 #include "../common/checks.hpp"
 #include "../common/numbers.hpp"
+#include "../common/stop_signals.hpp"
 #include "../common/variant_names.hpp"
 #include "job.hpp"
 #include "output.hpp"
@@ -118,6 +119,12 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000))
       ->group(search);
+  app.add_option("--window", o.window,
+                 "sort the input by length into batches a window of this many batches at a time,\n"
+                 "and write each window once it is done (0: the whole input at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(search);
   app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
   examples::device_flags device;
   examples::add_device_flags(app, device, search);
@@ -133,6 +140,10 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::Range(1, 1 << 30))
       ->group(pictures);
+  app.footer(
+      "Exit status: 0 done, 1 an error, 2 a bad command line, 130/143 stopped by SIGINT/SIGTERM. Stopped\n"
+      "(Ctrl-C: after the batch it is on; a second one stops at once) or failing, it keeps the lines\n"
+      "translated in order: in FILE.partial for --output FILE, already written for standard output.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -223,6 +234,10 @@ int run(options o) {
       throw std::runtime_error("'" + file->string() + "' has " + std::to_string(lines->size()) + " lines but " +
                                translator::input_name(o) + " has " + std::to_string(j.lines.size()));
   }
+  // From here a first Ctrl-C stops after the batch decoding is on, keeping what is done; before
+  // (while standard input is read, say), it ends the program, which has nothing to keep yet.
+  examples::take_stop_signals(std::string(isatty(STDERR_FILENO) == 1 ? "\n" : "") +
+                              "attn-translate: stopping after this batch, keeping the lines done (again to stop at once)\n");
   for (int line : o.attention_lines)
     if (!o.attention_dir.empty() && std::size_t(line) > j.lines.size())
       throw std::runtime_error("--attention-lines: line " + std::to_string(line) + " is past the input's " +

@@ -2,12 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 #include <stdexcept>
-
-#include <attn/train/output_file.hpp>
 
 namespace attn::translator {
 
@@ -39,6 +37,10 @@ void progress_line::advance(std::size_t sentences, std::size_t tokens) {
   std::fflush(stderr);
 }
 
+void progress_line::stop() {
+  if (!quiet_ && terminal_) std::fputc('\n', stderr);
+}
+
 double progress_line::finish() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (!quiet_) {
@@ -49,46 +51,66 @@ double progress_line::finish() {
   return seconds;
 }
 
-namespace {
-/// Writes what `write` puts in a stream to `path` whole or not at all (train::output_file: a
-/// temporary beside it, synced and renamed into place; a device or a pipe in place). Errors name
-/// `path` and the reason.
-template <class Write>
-void write_atomically(const std::filesystem::path& path, Write&& write) {
-  std::ostringstream text;
-  write(text);
-  train::output_file out(path);
-  out.write(std::move(text).str());
-  out.commit();
+translation_writer::translation_writer(const job& j, const std::vector<std::vector<decode::hypothesis>>& results)
+    : j_(j), results_(results), done_(results.size(), false) {
+  if (!j.opts.output.empty()) file_.emplace(j.opts.output);
 }
 
-void write_lines(std::ostream& out, const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
-                 const std::vector<std::string>& best) {
-  const bool scored = j.opts.nbest > 1 || j.opts.with_scores || !j.targets.empty();
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (!scored) {
-      out << best[i] << '\n';
-      continue;
-    }
-    for (std::size_t k = 0; k < results[i].size(); ++k) {
-      const auto& h = results[i][k];
-      char scores[96];
-      std::snprintf(scores, sizeof scores, "%.6f ||| %.6f ||| %.6f", h.score, h.log_prob,
-                    h.log_prob / double(h.tokens.size() + 1));  // the end symbol is a token too
-      out << i << " ||| " << (k == 0 ? best[i] : text_of(j, h.tokens)) << " ||| " << scores << '\n';
-    }
-  }
-}
-}  // namespace
-
-void write_translations(const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
-                        const std::vector<std::string>& best) {
-  if (j.opts.output.empty()) {
-    write_lines(std::cout, j, results, best);
-    if (!std::cout.flush()) throw std::runtime_error("cannot write the translations to standard output");
+void translation_writer::write(std::size_t line, std::string& text) const {
+  const auto& hypotheses = results_[line];
+  // What the output says of the best: its text or pieces, or --score's line as given.
+  const std::string best = j_.targets.empty() ? text_of(j_, hypotheses.front().tokens) : j_.targets[line];
+  if (j_.opts.nbest == 1 && !j_.opts.with_scores && j_.targets.empty()) {
+    text += best + '\n';
     return;
   }
-  write_atomically(j.opts.output, [&](std::ostream& out) { write_lines(out, j, results, best); });
+  for (std::size_t k = 0; k < hypotheses.size(); ++k) {
+    const auto& h = hypotheses[k];
+    char scores[96];
+    std::snprintf(scores, sizeof scores, "%.6f ||| %.6f ||| %.6f", h.score, h.log_prob,
+                  h.log_prob / double(h.tokens.size() + 1));  // the end symbol is a token too
+    text += std::to_string(line) + " ||| " + (k == 0 ? best : text_of(j_, h.tokens)) + " ||| " + scores + '\n';
+  }
+}
+
+void translation_writer::finished(std::span<const std::size_t> lines) {
+  for (const std::size_t line : lines) done_[line] = true;
+  std::string text;
+  std::size_t ready = written_;
+  for (; ready < done_.size() && done_[ready]; ++ready) write(ready, text);
+  if (ready == written_) return;
+  try {
+    if (file_) {
+      file_->write(text);
+    } else if (!std::cout.write(text.data(), std::streamsize(text.size())).flush()) {
+      throw std::runtime_error("cannot write the translations to standard output");
+    }
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+  written_ = ready;
+}
+
+void translation_writer::commit() {
+  if (file_) file_->commit();
+}
+
+std::string translation_writer::keep_partial() {
+  const std::size_t lines = done_.size(), done = std::size_t(std::count(done_.begin(), done_.end(), true));
+  const std::string out_of_order =
+      done > written_ ? " (" + std::to_string(done - written_) + " more, translated out of order, are not)" : "";
+  const std::string of = std::to_string(written_) + " of " + std::to_string(lines);
+  if (failed_) return "no translation is kept: writing them failed";
+  if (!file_) return "the first " + of + " lines' translations are written" + out_of_order;
+  if (file_->in_place()) {
+    file_->commit();
+    return "the first " + of + " lines' translations are written to " + j_.opts.output.string() + out_of_order;
+  }
+  if (written_ == 0) return "no line was translated in order, so none is kept" + out_of_order;
+  const std::filesystem::path partial = j_.opts.output.string() + ".partial";
+  file_->commit_as(partial);
+  return "the first " + of + " lines' translations are kept in " + partial.string() + out_of_order;
 }
 
 void print_samples(const job& j, const std::vector<std::string>& best) {
@@ -103,7 +125,9 @@ void print_samples(const job& j, const std::vector<std::string>& best) {
 }
 
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& value) {
-  write_atomically(path, [&](std::ostream& out) { out << value.dump(2) << '\n'; });
+  train::output_file out(path);  // whole or not at all
+  out.write(value.dump(2) + '\n');
+  out.commit();
 }
 
 }  // namespace attn::translator

@@ -1,15 +1,17 @@
 // What attn-translate writes besides translations' search: the progress line, the output
-// file, the scores and sample lines.
+// as it is done, the scores and sample lines.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <attn/decode/search.hpp>
+#include <attn/train/output_file.hpp>
 #include <nlohmann/json.hpp>
 
 #include "job.hpp"
@@ -27,6 +29,8 @@ class progress_line {
   void advance(std::size_t sentences, std::size_t tokens);
   /// Ends the line; returns the seconds spent.
   double finish();
+  /// Ends the line without a summary: the work stopped before its end.
+  void stop();
   std::size_t tokens() const { return tokens_; }
 
  private:
@@ -39,12 +43,35 @@ class progress_line {
 /// What a line of output says of `tokens`: their text, or with --pieces their pieces, space-separated.
 std::string text_of(const job& j, std::span<const decode::token> tokens);
 
-/// The best translation of each line, in input order, to --output (written whole, then renamed
-/// into place) or standard output. With --nbest K > 1, --with-scores or --score, a line for each
-/// hypothesis: "i ||| text ||| score ||| log-prob ||| log-prob per token" (`best` gives what
-/// to write of each line's first: its text, its pieces, or --score's line).
-void write_translations(const job& j, const std::vector<std::vector<decode::hypothesis>>& results,
-                        const std::vector<std::string>& best);
+/// The output, written as it is done: each input line as soon as it and every line before it
+/// are translated (in decoding's windows of sorted batches, at the end of each window). To
+/// --output through a temporary renamed into place once every line is done (train::output_file),
+/// or to standard output, flushed as it goes. The best translation of each line; with --nbest K
+/// > 1, --with-scores or --score, a line for each hypothesis: "i ||| text ||| score ||| log-prob
+/// ||| log-prob per token", where text is the translation's, its pieces, or --score's line.
+class translation_writer {
+ public:
+  /// `results` is filled in as lines are done.
+  translation_writer(const job& j, const std::vector<std::vector<decode::hypothesis>>& results);
+  /// These lines' results are in: writes those now ready.
+  void finished(std::span<const std::size_t> lines);
+  /// Every line done and written: the output put in place.
+  void commit();
+  /// Stopped before the end (a signal, an error): keeps the lines written, as --output's name
+  /// with ".partial" (standard output and devices have them already). Returns a sentence that
+  /// says which lines are where. Nothing is kept after a failed write.
+  std::string keep_partial();
+
+ private:
+  void write(std::size_t line, std::string& text) const;
+
+  const job& j_;
+  const std::vector<std::vector<decode::hypothesis>>& results_;
+  std::vector<bool> done_;
+  std::size_t written_ = 0;  // lines 0 .. written_ - 1 are written
+  std::optional<train::output_file> file_;  // --output, or none: standard output
+  bool failed_ = false;                     // a write failed: what the file holds is unknown
+};
 
 /// A few lines, evenly spread over the input: source, reference and translation.
 void print_samples(const job& j, const std::vector<std::string>& best);

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include <attn/text/chrf.hpp>
 #include <nlohmann/json.hpp>
 
+#include "../common/stop_signals.hpp"
 #include "../common/variants.hpp"
 #include "heatmap.hpp"
 #include "job.hpp"
@@ -107,6 +110,22 @@ inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_
   return targets;
 }
 
+/// The order lines are decoded in: windows of `window` lines (0: one window), in input order,
+/// each sorted into batches of about equal length, so little is padding; longest first, so the
+/// progress line's estimate errs on the long side. A window done, its lines are written, as
+/// Marian's maxi-batches are: little is lost when decoding stops, and a pipe reads as it goes.
+inline std::vector<std::size_t> decoding_order(const std::vector<std::vector<token>>& sources, std::size_t window) {
+  std::vector<std::size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (window == 0) window = std::max<std::size_t>(order.size(), 1);
+  for (auto first = order.begin(); first != order.end();) {
+    const auto last = first + std::ptrdiff_t(std::min<std::size_t>(window, std::size_t(order.end() - first)));
+    std::stable_sort(first, last, [&](std::size_t a, std::size_t b) { return sources[a].size() > sources[b].size(); });
+    first = last;
+  }
+  return order;
+}
+
 /// Pictures of the encoder-decoder attention of every layer while the model reads its own
 /// translation of line `line` (1-based): DIR/line-N-layer-L.png, and DIR/line-N.txt naming the
 /// pieces of the rows (target) and columns (source).
@@ -182,49 +201,64 @@ int translate(job& j) {
   search.pad = text::subword_model::pad_id;
   search.check();
 
-  // Batches of sentences of about equal length, so little is padding; longest first, so the
-  // progress line's estimate errs on the long side.
-  std::vector<std::size_t> order(sources.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return sources[a].size() > sources[b].size(); });
+  const std::size_t batch_size = std::size_t(o.batch_size);
+  const auto order = detail::decoding_order(sources, std::size_t(o.window) * batch_size);
   std::vector<std::vector<decode::hypothesis>> results(sources.size());
+  translation_writer output(j, results);
   progress_line progress(sources.size(), o.quiet, targets.empty() ? "translated" : "scored");
-  for (std::size_t first = 0; first < order.size(); first += std::size_t(o.batch_size)) {
-    const std::size_t last = std::min(order.size(), first + std::size_t(o.batch_size));
-    std::vector<std::vector<token>> batch;
-    std::vector<index_t> lengths;
-    for (std::size_t i = first; i < last; ++i) {
-      batch.push_back(sources[order[i]]);
-      lengths.push_back(index_t(sources[order[i]].size()));
+  std::size_t first = 0;
+  try {
+    // A stop signal (examples/stop_signals.hpp) is heeded between batches.
+    for (; first < order.size() && examples::stop_signal().load() == 0; first += batch_size) {
+      const std::size_t last = std::min(order.size(), first + batch_size);
+      std::vector<std::vector<token>> batch;
+      std::vector<index_t> lengths;
+      for (std::size_t i = first; i < last; ++i) {
+        batch.push_back(sources[order[i]]);
+        lengths.push_back(index_t(sources[order[i]].size()));
+      }
+      decode::kv_cache_decoder<float, C, Device> scorer(model, batch, search.eos);
+      if (!targets.empty()) {
+        std::vector<std::vector<token>> given;
+        for (std::size_t i = first; i < last; ++i) given.push_back(targets[order[i]]);
+        auto scored = decode::score_targets(scorer, given, search);
+        for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(scored[i - first])};
+      } else if (o.greedy) {
+        auto found = decode::greedy_search(scorer, lengths, search);
+        for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(found[i - first])};
+      } else {
+        auto found = decode::beam_search(scorer, lengths, search);
+        for (std::size_t i = first; i < last; ++i) results[order[i]] = std::move(found[i - first]);
+      }
+      output.finished(std::span(order).subspan(first, last - first));
+      std::size_t tokens = 0;
+      for (std::size_t i = first; i < last; ++i) tokens += results[order[i]].front().tokens.size() + 1;
+      progress.advance(last - first, tokens);
     }
-    decode::kv_cache_decoder<float, C, Device> scorer(model, batch, search.eos);
-    if (!targets.empty()) {
-      std::vector<std::vector<token>> given;
-      for (std::size_t i = first; i < last; ++i) given.push_back(targets[order[i]]);
-      auto scored = decode::score_targets(scorer, given, search);
-      for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(scored[i - first])};
-    } else if (o.greedy) {
-      auto found = decode::greedy_search(scorer, lengths, search);
-      for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(found[i - first])};
-    } else {
-      auto found = decode::beam_search(scorer, lengths, search);
-      for (std::size_t i = first; i < last; ++i) results[order[i]] = std::move(found[i - first]);
+  } catch (const std::exception& e) {
+    progress.stop();
+    std::string kept;
+    try {
+      kept = output.keep_partial();
+    } catch (const std::exception& keeping) {
+      kept = std::string("keeping them failed: ") + keeping.what();
     }
-    std::size_t tokens = 0;
-    for (std::size_t i = first; i < last; ++i) tokens += results[order[i]].front().tokens.size() + 1;
-    progress.advance(last - first, tokens);
+    throw std::runtime_error(std::string(e.what()) + "\nattn-translate: " + kept);
+  }
+  if (first < order.size()) {  // stopped by a signal
+    progress.stop();
+    const int signal = examples::stop_signal().load();
+    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu of %zu lines: %s\n",
+                 signal == SIGINT ? "SIGINT" : "SIGTERM", targets.empty() ? "translated" : "scored", first,
+                 order.size(), output.keep_partial().c_str());
+    return 128 + signal;
   }
   const double seconds = progress.finish();
+  output.commit();
 
-  // The text of each best translation (what BLEU, chrF and the samples read), and what the
-  // output lines say of it: the same, its pieces (--pieces), or --score's line as given.
-  std::vector<std::string> best(sources.size()), written(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i) {
-    best[i] = j.vocabulary.decode(results[i].front().tokens);
-    written[i] = targets.empty() ? text_of(j, results[i].front().tokens) : j.targets[i];
-  }
-  write_translations(j, results, written);
+  // The text of each best translation: what BLEU, chrF and the samples read.
+  std::vector<std::string> best(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) best[i] = j.vocabulary.decode(results[i].front().tokens);
 
   nlohmann::json scores = {
       {"model", j.model_name},

@@ -9,7 +9,10 @@ attention pictures, and the errors it promises to report.
 
 import json
 import os
+import re
+import resource
 import shutil
+import signal
 import stat
 import struct
 import subprocess
@@ -281,6 +284,107 @@ class Translation(unittest.TestCase):
             self.assertEqual(width, 4 * 12 * len(source) + 5 * 4)
             self.assertEqual(height, 12 * len(target) + 2 * 4)
         self.assertFalse((pictures / "line-1-layer-2.png").exists())  # the model has one layer
+
+
+class Stopping(unittest.TestCase):
+    """Decoding goes through the input a window of sorted batches at a time, writing each window
+    when it is done; a stop (Ctrl-C, SIGTERM, a failure) keeps the lines translated in order."""
+
+    @staticmethod
+    def long_input(copies):
+        """valid.src repeated: a run long enough to be stopped, whose translations repeat."""
+        return write_work(f"long-{copies}.src", toy("valid.src").read_text() * copies)
+
+    @staticmethod
+    def start(*args, stdout=subprocess.DEVNULL):
+        env = dict(os.environ, OMP_WAIT_POLICY="passive")
+        return subprocess.Popen([str(TRANSLATE), "--threads", "2"] + [str(a) for a in args], stdout=stdout,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    @staticmethod
+    def wait_for_progress(stream, sentences):
+        """Reads progress lines (a line a tenth of the work: not a terminal) until one counts at
+        least `sentences`."""
+        read = []
+        for line in stream:
+            read.append(line)
+            done = re.match(r"translated (\d+)/", line)
+            if done and int(done[1]) >= sentences:
+                return
+        raise AssertionError(f"no progress past {sentences} sentences; read:\n{''.join(read)[-4000:]}")
+
+    def expected(self, *args):
+        """The translations of valid.src, a line each, decoded as the stopped runs decode."""
+        return translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--quiet", *args).stdout.splitlines()
+
+    def test_windows_give_the_translations_of_the_whole_input_sorted_at_once(self):
+        whole = self.expected("--greedy", "--batch-size", 8, "--window", 0)
+        self.assertEqual(len(whole), 100)
+        for window in (1, 3):
+            self.assertEqual(self.expected("--greedy", "--batch-size", 8, "--window", window), whole, window)
+
+    def test_ctrl_c_keeps_the_lines_translated_in_order_beside_the_output(self):
+        source, output = self.long_input(200), WORK / "stopped.txt"  # 20 000 lines
+        partial = WORK / "stopped.txt.partial"
+        # Windows of 2 batches of 8: a stop after a window's first batch leaves 8 lines out of order.
+        with self.start("--run", MODEL_DIR, "--input", source, "--output", output, "--greedy", "--batch-size", 8,
+                        "--window", 2) as process:
+            self.wait_for_progress(process.stderr, 2000)
+            process.send_signal(signal.SIGINT)
+            rest = process.stderr.read()
+        self.assertEqual(process.returncode, 130, rest)
+        self.assertIn("attn-translate: stopping after this batch, keeping the lines done (again to stop at once)", rest)
+        found = re.search(r"stopped by SIGINT having translated (\d+) of 20000 lines: the first (\d+) of 20000 "
+                          r"lines' translations are kept in (\S+)( \((\d+) more, translated out of order, are not\))?",
+                          rest)
+        self.assertIsNotNone(found, rest)
+        translated, kept, out_of_order = int(found[1]), int(found[2]), int(found[5] or 0)
+        self.assertEqual(found[3], str(partial))
+        self.assertLess(translated, 20000)
+        self.assertGreaterEqual(kept, 2000 - 16)
+        self.assertEqual(kept % 16, 0)  # whole windows
+        self.assertEqual(kept + out_of_order, translated)
+        self.assertFalse(output.exists())
+        self.assertFalse(Path(f"{output}.tmp").exists())
+        expected = self.expected("--greedy")
+        self.assertEqual(partial.read_text().splitlines(), [expected[i % 100] for i in range(kept)])
+
+    def test_a_stop_keeps_what_standard_output_has_had_and_a_second_ends_at_once(self):
+        with self.start("--run", MODEL_DIR, "--input", self.long_input(200), "--greedy", "--batch-size", 8,
+                        "--window", 1, stdout=subprocess.PIPE) as process:
+            first = process.stdout.readline()  # written with its window, before decoding ends
+            process.send_signal(signal.SIGTERM)
+            lines = [first] + process.stdout.readlines()
+            rest = process.stderr.read()
+        self.assertEqual(process.returncode, 143, rest)
+        found = re.search(r"stopped by SIGTERM having translated (\d+) of 20000 lines: the first (\d+) of 20000 "
+                          r"lines' translations are written\n", rest)
+        self.assertIsNotNone(found, rest)
+        self.assertEqual(int(found[1]), int(found[2]))  # windows of one batch: all in order
+        self.assertEqual(len(lines), int(found[2]))
+        expected = self.expected("--greedy")
+        self.assertEqual([line.rstrip("\n") for line in lines], [expected[i % 100] for i in range(len(lines))])
+
+        # Two signals of two kinds (two of one kind may arrive as one): the second ends the program.
+        with self.start("--run", MODEL_DIR, "--input", self.long_input(200), "--beam", 8, "--batch-size", 64,
+                        "--output", WORK / "killed.txt") as process:
+            self.wait_for_progress(process.stderr, 2000)
+            process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGINT)
+            process.stderr.read()
+        self.assertIn(process.returncode, (-signal.SIGINT, -signal.SIGTERM))
+        self.assertFalse((WORK / "killed.txt").exists())  # only its temporary, as after kill -9
+
+    def test_a_failed_write_keeps_nothing_and_leaves_no_temporary(self):
+        def small_files():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+        output = WORK / "too-big.txt"
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--greedy", "--batch-size", 8, "--window", 1,
+                         "--output", output, expect=1, preexec_fn=small_files)
+        self.assertIn("could not write", done.stderr)
+        self.assertIn("attn-translate: no translation is kept: writing them failed", done.stderr)
+        self.assertEqual([p.name for p in WORK.glob("too-big.txt*")], [])
 
 
 class Errors(unittest.TestCase):
