@@ -15,7 +15,8 @@ computes (examples/translate/translate.hpp, include/attn/decode/{kv_cache,greedy
 - input: the lines as attn-translate reads them (a trailing '\\r' and a first-line byte-order
   mark dropped), encoded with the sentencepiece module and the same vocab.model; a source is
   ids + eos (3), padded with pad (0); sentences sorted by source length, longest first
-  (stable), cut into batches of --batch-size (32);
+  (stable), cut into batches of --batch-size (32): the whole input sorted at once, which
+  attn-translate does with --window 0 (by default it sorts windows of 100 batches);
 - model: the checkpoint's weights (read with tests/train/safetensors_read.py, the standard-library
   reader: the system python has no safetensors module) in attn's post-norm Transformer: one
   embedding matrix for source, target and output projection, tokens x sqrt(d_model) + sinusoids
@@ -669,7 +670,7 @@ def main():
         attn, commands = {}, {}
         for search in SEARCHES:
             command = [translate, "--checkpoint", checkpoint, "--vocab", vocab, "--input", source,
-                       "--threads", args.threads, "--batch-size", args.batch_size,
+                       "--threads", args.threads, "--batch-size", args.batch_size, "--window", 0,
                        "--alpha", args.alpha, "--max-len-offset", args.max_len_offset, "--device", args.device,
                        "--quiet"]
             command += ["--greedy"] if search == "greedy" else ["--beam", args.beam]
