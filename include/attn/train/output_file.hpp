@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,12 +76,20 @@ class output_file {
  public:
   explicit output_file(std::filesystem::path path)
       : path_(std::move(path)), target_(resolve_write_target(path_)), temporary_(target_.path.string() + ".tmp"),
-        out_(::open(written().c_str(),
-                    O_WRONLY | O_CREAT | (target_.in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0666)) {
+        out_(::open(written().c_str(), O_WRONLY | O_CREAT | (target_.in_place ? O_APPEND : 0) | O_CLOEXEC, 0666)) {
     if (const int error = detail::error_of(out_.get()))
       throw io_error(path_, target_.in_place ? "open it for writing" : "create the temporary file " + temporary_.string(),
                      error);
-    owns_temporary_ = !target_.in_place;
+    if (target_.in_place) return;
+    // Locked while it is written (attn-translate's grows for the whole decoding), so that a second
+    // writer of the same file stops here instead of cutting and interleaving it. A temporary left
+    // by a killed process is not locked, and is cut. A file system without locks is not checked.
+    if (::flock(out_.get(), LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK)
+      throw io_error(path_, "write it: another process is writing it (its temporary " + temporary_.string() +
+                                " is locked)", EWOULDBLOCK);
+    if (const int error = detail::error_of(::ftruncate(out_.get(), 0)))
+      throw io_error(path_, "empty the temporary file " + temporary_.string(), error);
+    owns_temporary_ = true;
   }
   output_file(const output_file&) = delete;
   output_file& operator=(const output_file&) = delete;
@@ -97,6 +106,13 @@ class output_file {
 
   /// Written in place, not through a temporary: a device, a pipe (write_target.hpp).
   bool in_place() const noexcept { return target_.in_place; }
+
+  /// The temporary, no longer removed when this is destroyed: what was written stays there
+  /// (when keeping it under another name failed).
+  const std::filesystem::path& release_temporary() noexcept {
+    owns_temporary_ = false;
+    return temporary_;
+  }
 
   /// The temporary synced, closed and renamed over the file, and the rename synced; in place,
   /// closed (a device or a pipe has nothing to sync or rename). If only the last sync fails the

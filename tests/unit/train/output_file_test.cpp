@@ -93,6 +93,40 @@ TEST_CASE("output_file: commit_as keeps what was written under another name, the
   CHECK_FALSE(fs::exists(dir.path / "null.partial"));
 }
 
+TEST_CASE("output_file: a second writer of the same file is refused while the first writes") {
+  attn::test::scratch_dir dir("output-file-locked");
+  const fs::path path = dir.write("out.txt", "old\n");
+  const fs::path temporary = dir.path / "out.txt.tmp";
+  dir.write("out.txt.tmp", "left by a killed process\n");  // not locked: cut and reused
+  output_file first(path);
+  CHECK(file_contents(temporary).empty());
+  first.write("the first writer's\n");
+  CHECK_THROWS_WITH_AS(output_file{path},
+                       (path.string() + ": could not write it: another process is writing it (its temporary " +
+                        temporary.string() + " is locked): Resource temporarily unavailable").c_str(),
+                       attn::train::io_error);
+  CHECK(file_contents(temporary) == "the first writer's\n");  // neither cut nor removed
+  first.commit();
+  CHECK(file_contents(path) == "the first writer's\n");
+  output_file after(path);  // free again
+  after.commit();
+  CHECK(file_contents(path).empty());
+}
+
+TEST_CASE("output_file: a temporary released stays where it is") {
+  attn::test::scratch_dir dir("output-file-released");
+  const fs::path path = dir.path / "out.txt";
+  fs::path kept;
+  {
+    output_file out(path);
+    out.write("kept\n");
+    kept = out.release_temporary();
+  }
+  CHECK(kept == dir.path / "out.txt.tmp");
+  CHECK(file_contents(kept) == "kept\n");
+  CHECK_FALSE(fs::exists(path));
+}
+
 TEST_CASE("output_file: errors name the path as given and the system's reason") {
   attn::test::scratch_dir dir("output-file-errors");
   const fs::path nowhere = dir.path / "missing" / "out.txt";
