@@ -43,7 +43,8 @@ computes (examples/translate/translate.hpp, include/attn/decode/{kv_cache,greedy
   hypothesis improved in a step.
 
 What is timed: attn-translate's --scores JSON `seconds`, the batch loop only (the model loaded,
-the input encoded), the first batch included. PyTorch: the same loop, after one untimed warm-up
+the input encoded), the first batch included, and since --window (2026-11-29) the writes of the
+finished lines to --output's temporary within it, without the final sync. PyTorch: the same loop, after one untimed warm-up
 batch (the first, longest one) per search; torch.inference_mode(). Output tokens: each output's
 subword tokens + 1 (the end symbol), as attn-translate counts them. With --repeat R each side
 decodes each search R times and the fastest run is reported (all are in the JSON).

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
 #include <string>
 #include <thread>
-#include <utility>
 
 namespace attn::examples {
 
@@ -18,7 +18,9 @@ std::atomic<int>& stop_signal() {
 
 namespace {
 
-std::string notice_text;  // set before the handlers are; read only after
+// Set before the handlers are, read only after; a plain array, which outlives every thread.
+char notice_text[512];
+std::size_t notice_length = 0;
 
 extern "C" void on_stop_signal(int signal) {
   // The first signal asks the program to stop when it can; a second one ends the process at once.
@@ -28,13 +30,13 @@ extern "C" void on_stop_signal(int signal) {
     return;
   }
   // write, not stdio: this may run as a signal handler.
-  if (!notice_text.empty() && ::write(STDERR_FILENO, notice_text.data(), notice_text.size()) < 0) return;
+  if (notice_length > 0 && ::write(STDERR_FILENO, notice_text, notice_length) < 0) return;
 }
 
 }  // namespace
 
-void take_stop_signals(std::string notice) {
-  notice_text = std::move(notice);
+void take_stop_signals(const std::string& notice) {
+  notice_length = notice.copy(notice_text, sizeof notice_text);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   sigset_t stops;

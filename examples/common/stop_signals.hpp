@@ -19,6 +19,6 @@ std::atomic<int>& stop_signal();
 /// heap, and the handler's frame is written there (oneDNN issue #4845; Debian 12 has 2.6.3).
 /// Call it before any computing thread starts. Threads started before it (an MPI library's,
 /// which compute nothing) keep a handler that does the same.
-void take_stop_signals(std::string notice = {});
+void take_stop_signals(const std::string& notice = {});
 
 }  // namespace attn::examples

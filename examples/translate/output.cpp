@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <stdexcept>
+#include <system_error>
 
 namespace attn::translator {
 
@@ -52,8 +53,12 @@ double progress_line::finish() {
 }
 
 translation_writer::translation_writer(const job& j, const std::vector<std::vector<decode::hypothesis>>& results)
-    : j_(j), results_(results), done_(results.size(), false) {
-  if (!j.opts.output.empty()) file_.emplace(j.opts.output);
+    : j_(j), results_(results), done_(results.size(), false),
+      clear_progress_(j.opts.output.empty() && isatty(STDOUT_FILENO) == 1 && isatty(STDERR_FILENO) == 1) {
+  if (j.opts.output.empty()) return;
+  file_.emplace(j.opts.output);
+  // Beside the temporary, which is beside the file a link leads to: a rename never crosses file systems.
+  if (!file_->in_place()) partial_ = train::resolve_write_target(j.opts.output).path.string() + ".partial";
 }
 
 void translation_writer::write(std::size_t line, std::string& text) const {
@@ -82,8 +87,11 @@ void translation_writer::finished(std::span<const std::size_t> lines) {
   try {
     if (file_) {
       file_->write(text);
-    } else if (!std::cout.write(text.data(), std::streamsize(text.size())).flush()) {
-      throw std::runtime_error("cannot write the translations to standard output");
+    } else {
+      // On a terminal, not after the progress line's text: the line is drawn again after the batch.
+      if (clear_progress_) std::fputs("\r\033[K", stderr);
+      if (!std::cout.write(text.data(), std::streamsize(text.size())).flush())
+        throw std::runtime_error("cannot write the translations to standard output");
     }
   } catch (...) {
     failed_ = true;
@@ -93,24 +101,36 @@ void translation_writer::finished(std::span<const std::size_t> lines) {
 }
 
 void translation_writer::commit() {
-  if (file_) file_->commit();
+  if (!file_) return;
+  file_->commit();
+  std::error_code ignored;  // an earlier stopped run's, if any: this one is whole
+  if (!partial_.empty()) std::filesystem::remove(partial_, ignored);
 }
 
 std::string translation_writer::keep_partial() {
   const std::size_t lines = done_.size(), done = std::size_t(std::count(done_.begin(), done_.end(), true));
+  const std::string first = "the first " + std::to_string(written_) + " of " + std::to_string(lines) + " lines' translations";
   const std::string out_of_order =
       done > written_ ? " (" + std::to_string(done - written_) + " more, translated out of order, are not)" : "";
-  const std::string of = std::to_string(written_) + " of " + std::to_string(lines);
-  if (failed_) return "no translation is kept: writing them failed";
-  if (!file_) return "the first " + of + " lines' translations are written" + out_of_order;
-  if (file_->in_place()) {
-    file_->commit();
-    return "the first " + of + " lines' translations are written to " + j_.opts.output.string() + out_of_order;
+  const std::string where = file_ ? j_.opts.output.string() : std::string("standard output");
+  if (!file_ || file_->in_place()) {
+    if (failed_) return first + " were written to " + where + " before a write failed";
+    if (file_) file_->commit();  // closed
+    return first + " are written to " + where + out_of_order;
   }
-  if (written_ == 0) return "no line was translated in order, so none is kept" + out_of_order;
-  const std::filesystem::path partial = j_.opts.output.string() + ".partial";
-  file_->commit_as(partial);
-  return "the first " + of + " lines' translations are kept in " + partial.string() + out_of_order;
+  if (failed_) return "no translation is kept: writing them failed";
+  if (written_ == 0) {
+    std::error_code ignored;  // an earlier stopped run's, which could be taken for this one's
+    std::filesystem::remove(partial_, ignored);
+    return "no line was translated in order, so none is kept" + out_of_order;
+  }
+  try {
+    file_->commit_as(partial_);
+  } catch (const std::exception& e) {
+    return first + " are left in " + file_->release_temporary().string() + ": keeping them as " + partial_.string() +
+           " failed (" + e.what() + ")";
+  }
+  return first + " are kept in " + partial_.string() + out_of_order;
 }
 
 void print_samples(const job& j, const std::vector<std::string>& best) {

@@ -55,11 +55,13 @@ class translation_writer {
   translation_writer(const job& j, const std::vector<std::vector<decode::hypothesis>>& results);
   /// These lines' results are in: writes those now ready.
   void finished(std::span<const std::size_t> lines);
-  /// Every line done and written: the output put in place.
+  /// Every line done and written: the output put in place (and an earlier stopped run's
+  /// FILE.partial removed).
   void commit();
   /// Stopped before the end (a signal, an error): keeps the lines written, as --output's name
-  /// with ".partial" (standard output and devices have them already). Returns a sentence that
-  /// says which lines are where. Nothing is kept after a failed write.
+  /// with ".partial" (standard output, devices and pipes have them already). Returns a sentence
+  /// that says which lines are where. A file is not kept after a failed write, whose content
+  /// is then unknown.
   std::string keep_partial();
 
  private:
@@ -70,6 +72,8 @@ class translation_writer {
   std::vector<bool> done_;
   std::size_t written_ = 0;  // lines 0 .. written_ - 1 are written
   std::optional<train::output_file> file_;  // --output, or none: standard output
+  std::filesystem::path partial_;           // where a stopped run keeps its lines (none in place)
+  bool clear_progress_;                     // standard output and the progress line share a terminal
   bool failed_ = false;                     // a write failed: what the file holds is unknown
 };
 

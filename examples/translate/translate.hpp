@@ -230,7 +230,7 @@ int translate(job& j) {
         auto found = decode::beam_search(scorer, lengths, search);
         for (std::size_t i = first; i < last; ++i) results[order[i]] = std::move(found[i - first]);
       }
-      output.finished(std::span(order).subspan(first, last - first));
+      output.finished(std::span<const std::size_t>(order).subspan(first, last - first));
       std::size_t tokens = 0;
       for (std::size_t i = first; i < last; ++i) tokens += results[order[i]].front().tokens.size() + 1;
       progress.advance(last - first, tokens);
@@ -245,16 +245,28 @@ int translate(job& j) {
     }
     throw std::runtime_error(std::string(e.what()) + "\nattn-translate: " + kept);
   }
+  const int signal = examples::stop_signal().load();
+  const char* signal_name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+  const char* verb = targets.empty() ? "translated" : "scored";
   if (first < order.size()) {  // stopped by a signal
     progress.stop();
-    const int signal = examples::stop_signal().load();
-    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu of %zu lines: %s\n",
-                 signal == SIGINT ? "SIGINT" : "SIGTERM", targets.empty() ? "translated" : "scored", first,
-                 order.size(), output.keep_partial().c_str());
+    std::string kept;
+    try {
+      kept = output.keep_partial();
+    } catch (const std::exception& e) {
+      kept = std::string("keeping them failed: ") + e.what();
+    }
+    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu of %zu lines: %s\n", signal_name, verb, first,
+                 order.size(), kept.c_str());
     return 128 + signal;
   }
   const double seconds = progress.finish();
   output.commit();
+  if (signal != 0) {  // after the last batch: the output is whole, and what comes after it is left
+    std::fprintf(stderr, "attn-translate: stopped by %s having %s all %zu lines, before scores and pictures\n",
+                 signal_name, verb, order.size());
+    return 128 + signal;
+  }
 
   // The text of each best translation: what BLEU, chrF and the samples read.
   std::vector<std::string> best(sources.size());

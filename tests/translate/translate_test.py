@@ -326,10 +326,15 @@ class Stopping(unittest.TestCase):
     def test_ctrl_c_keeps_the_lines_translated_in_order_beside_the_output(self):
         source, output = self.long_input(200), WORK / "stopped.txt"  # 20 000 lines
         partial = WORK / "stopped.txt.partial"
-        # Windows of 2 batches of 8: a stop after a window's first batch leaves 8 lines out of order.
+        partial.write_text("an earlier stopped run's\n")
+        # Windows of 2 batches of 8 lines.
         with self.start("--run", MODEL_DIR, "--input", source, "--output", output, "--greedy", "--batch-size", 8,
                         "--window", 2) as process:
             self.wait_for_progress(process.stderr, 2000)
+            # A second writer of the same output is refused, and leaves the first's temporary alone.
+            second = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", output, expect=1)
+            self.assertIn(f"{output}: could not write it: another process is writing it (its temporary {output}.tmp "
+                          "is locked)", second.stderr)
             process.send_signal(signal.SIGINT)
             rest = process.stderr.read()
         self.assertEqual(process.returncode, 130, rest)
@@ -340,14 +345,22 @@ class Stopping(unittest.TestCase):
         self.assertIsNotNone(found, rest)
         translated, kept, out_of_order = int(found[1]), int(found[2]), int(found[5] or 0)
         self.assertEqual(found[3], str(partial))
+        self.assertGreaterEqual(translated, 2000)
         self.assertLess(translated, 20000)
-        self.assertGreaterEqual(kept, 2000 - 16)
-        self.assertEqual(kept % 16, 0)  # whole windows
+        self.assertEqual(translated % 8, 0)  # whole batches
+        # Every window done is written; of a window half done, the lines that lead it in input
+        # order and were in its first (longest) batch.
+        self.assertLessEqual(translated // 16 * 16, kept)
+        self.assertLessEqual(kept, translated)
         self.assertEqual(kept + out_of_order, translated)
         self.assertFalse(output.exists())
         self.assertFalse(Path(f"{output}.tmp").exists())
         expected = self.expected("--greedy")
         self.assertEqual(partial.read_text().splitlines(), [expected[i % 100] for i in range(kept)])
+        # A whole run to the same output removes the stopped run's partial file.
+        translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--greedy", "--output", output, "--quiet")
+        self.assertEqual(output.read_text().splitlines(), expected)
+        self.assertFalse(partial.exists())
 
     def test_a_stop_keeps_what_standard_output_has_had_and_a_second_ends_at_once(self):
         with self.start("--run", MODEL_DIR, "--input", self.long_input(200), "--greedy", "--batch-size", 8,
@@ -358,7 +371,7 @@ class Stopping(unittest.TestCase):
             rest = process.stderr.read()
         self.assertEqual(process.returncode, 143, rest)
         found = re.search(r"stopped by SIGTERM having translated (\d+) of 20000 lines: the first (\d+) of 20000 "
-                          r"lines' translations are written\n", rest)
+                          r"lines' translations are written to standard output\n", rest)
         self.assertIsNotNone(found, rest)
         self.assertEqual(int(found[1]), int(found[2]))  # windows of one batch: all in order
         self.assertEqual(len(lines), int(found[2]))
