@@ -108,6 +108,14 @@ void translation_writer::commit() {
 }
 
 std::string translation_writer::keep_partial() {
+  try {
+    return keep_written();
+  } catch (const std::exception& e) {  // closing a device, say
+    return std::string("keeping the translations failed: ") + e.what();
+  }
+}
+
+std::string translation_writer::keep_written() {
   const std::size_t lines = done_.size(), done = std::size_t(std::count(done_.begin(), done_.end(), true));
   const std::string first = "the first " + std::to_string(written_) + " of " + std::to_string(lines) + " lines' translations";
   const std::string out_of_order =

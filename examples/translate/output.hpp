@@ -60,11 +60,12 @@ class translation_writer {
   void commit();
   /// Stopped before the end (a signal, an error): keeps the lines written, as --output's name
   /// with ".partial" (standard output, devices and pipes have them already). Returns a sentence
-  /// that says which lines are where. A file is not kept after a failed write, whose content
-  /// is then unknown.
+  /// that says which lines are where, or why keeping them failed. A file is not kept after a
+  /// failed write, whose content is then unknown.
   std::string keep_partial();
 
  private:
+  std::string keep_written();  // keep_partial, which may throw
   void write(std::size_t line, std::string& text) const;
 
   const job& j_;

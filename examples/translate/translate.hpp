@@ -237,27 +237,15 @@ int translate(job& j) {
     }
   } catch (const std::exception& e) {
     progress.stop();
-    std::string kept;
-    try {
-      kept = output.keep_partial();
-    } catch (const std::exception& keeping) {
-      kept = std::string("keeping them failed: ") + keeping.what();
-    }
-    throw std::runtime_error(std::string(e.what()) + "\nattn-translate: " + kept);
+    throw std::runtime_error(std::string(e.what()) + "\nattn-translate: " + output.keep_partial());
   }
   const int signal = examples::stop_signal().load();
   const char* signal_name = signal == SIGINT ? "SIGINT" : "SIGTERM";
   const char* verb = targets.empty() ? "translated" : "scored";
   if (first < order.size()) {  // stopped by a signal
     progress.stop();
-    std::string kept;
-    try {
-      kept = output.keep_partial();
-    } catch (const std::exception& e) {
-      kept = std::string("keeping them failed: ") + e.what();
-    }
     std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu of %zu lines: %s\n", signal_name, verb, first,
-                 order.size(), kept.c_str());
+                 order.size(), output.keep_partial().c_str());
     return 128 + signal;
   }
   const double seconds = progress.finish();
