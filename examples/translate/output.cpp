@@ -58,7 +58,7 @@ translation_writer::translation_writer(const job& j, const std::vector<std::vect
   if (j.opts.output.empty()) return;
   file_.emplace(j.opts.output);
   // Beside the temporary, which is beside the file a link leads to: a rename never crosses file systems.
-  if (!file_->in_place()) partial_ = train::resolve_write_target(j.opts.output).path.string() + ".partial";
+  if (!file_->in_place()) partial_ = file_->target().string() + ".partial";
 }
 
 void translation_writer::write(std::size_t line, std::string& text) const {

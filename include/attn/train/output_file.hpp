@@ -106,6 +106,8 @@ class output_file {
 
   /// Written in place, not through a temporary: a device, a pipe (write_target.hpp).
   bool in_place() const noexcept { return target_.in_place; }
+  /// The file the commit replaces: the path, or where its links lead (write_target.hpp).
+  const std::filesystem::path& target() const noexcept { return target_.path; }
 
   /// The temporary, no longer removed when this is destroyed: what was written stays there
   /// (when keeping it under another name failed).

@@ -77,8 +77,10 @@ TEST_CASE("output_file: commit_as keeps what was written under another name, the
   const fs::path named = dir.write("named.partial", "");
   const fs::path link = dir.path / "link.partial";
   fs::create_symlink("named.partial", link);
+  CHECK(output_file(link).target() == named);
   {
     output_file out(path);
+    CHECK(out.target() == path);
     out.write("more\n");
     out.commit_as(link);
   }
