@@ -76,3 +76,10 @@ echo "gpu-bundle: $(ls "$stage/bin" | wc -l) programs, $(ls "$stage/lib" | wc -l
 if (( $(stat -c %s "$file") > 64 << 20 )); then
   echo "gpu-bundle: warning: over the 64 MiB a call to the device tool carries (fewer presets: -Dexample_models)" >&2
 fi
+# Real text for the training benchmarks (gpu.sh's ATTN_GPU_TEXT), where scripts/main.sh has
+# extracted the Bible: its training pairs, 1.7 MB packed.
+if [[ -f data/bible/train.en && -f data/bible/train.es ]]; then
+  text=$(dirname "$file")/text.tar.xz
+  tar -C data/bible -cf - train.en train.es | xz -T1 -9 > "$text"
+  echo "gpu-bundle: data/bible's training pairs, $(du -h "$text" | cut -f1) in $text (ATTN_GPU_TEXT=$text scripts/gpu.sh)"
+fi

@@ -37,6 +37,12 @@
 #                                       those tests alone (a prebuilt bundle's, programs_test among them)
 #   ATTN_GPU_OUT=DIR                    where the summary and logs go (default build-gpu/report)
 #   ATTN_GPU_BATCH_TOKENS=N             the training benchmarks' batch (default 8000 tokens a side)
+#   ATTN_GPU_TEXT=FILE|DIR              the training benchmarks and the profile on real text: a directory
+#                                       holding train.en and train.es, or a tar archive of the two
+#                                       (scripts/gpu-bundle.sh packs data/bible's beside the bundle);
+#                                       vocabulary 8000. Default: the toy corpus (3-8 words, 128 or ~150
+#                                       subwords), whose tiny output layer makes model FLOP utilisation
+#                                       a smoke test's
 #   ATTN_GPU_TRAIN_ATTENTION=PATH       attn-train's --attention-path in the bf16 training benchmarks
 #                                       (default automatic)
 #   ATTN_GPU_TEST_LIMIT=SECONDS         a prebuilt gpu test's time limit (default 600; programs_test:
@@ -123,6 +129,24 @@ fi
 mkdir -p "$report"
 report=$(cd "$report" && pwd)
 summary=$report/summary.md
+
+# ATTN_GPU_TEXT: real text for the training benchmarks and the profile (text_options, empty for
+# the toy corpus).
+text_options=()
+text_label="the toy corpus"
+if [[ -n ${ATTN_GPU_TEXT:-} ]]; then
+  text=$ATTN_GPU_TEXT
+  if [[ -f $text ]]; then
+    rm -rf "$report/text" && mkdir -p "$report/text" && tar -xf "$text" -C "$report/text" \
+      || die "ATTN_GPU_TEXT=$text: cannot unpack it"
+    text=$report/text
+  fi
+  [[ -f $text/train.en && -f $text/train.es ]] \
+    || die "ATTN_GPU_TEXT=$ATTN_GPU_TEXT holds no train.en and train.es"
+  text=$(cd "$text" && pwd)
+  text_options=(--src "$text/train.en" --tgt "$text/train.es")
+  text_label="$(wc -l < "$text/train.en") pairs of $ATTN_GPU_TEXT"
+fi
 
 heading "device"
 if ! nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader | tee "$report/device.txt"; then
@@ -278,6 +302,7 @@ if wants primitives; then
 fi
 
 if wants train; then
+  bench_lines+=("training benchmarks' data: $text_label")
   IFS=, read -r -a presets <<< "$models"
   for preset in "${presets[@]}"; do
     if [[ $preset == big ]]; then
@@ -287,14 +312,14 @@ if wants train; then
     else
       heading "benchmark: training $preset, attn against PyTorch on the GPU (fp32, TF32 off)"
       python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
-        --threads 4 --python python3 --attn-train "$attn_train" --json "$report/train-$preset.json" \
+        --threads 4 --python python3 --attn-train "$attn_train" "${text_options[@]}" --json "$report/train-$preset.json" \
         2>&1 | tee "$report/train-$preset.txt"
       bench_lines+=("train $preset: $(grep -E '^\| attn / PyTorch' "$report/train-$preset.txt" || echo 'failed (see its log)')")
       bench_lines+=("train $preset: $(grep -E '^model TFLOP/s' "$report/train-$preset.txt" || echo 'no model TFLOP/s line')")
     fi
     heading "benchmark: training $preset, attn --precision bf16 against PyTorch autocast bf16 on the GPU"
     python3 bench/train_vs_torch.py --device cuda --config "$preset" --steps 60 --skip 10 --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" \
-      --precision bf16 --threads 4 --python python3 --attn-train "$attn_train" \
+      --precision bf16 --threads 4 --python python3 --attn-train "$attn_train" "${text_options[@]}" \
       --attention-path "${ATTN_GPU_TRAIN_ATTENTION:-automatic}" --json "$report/train-$preset-bf16.json" 2>&1 | tee "$report/train-$preset-bf16.txt"
     bench_lines+=("train $preset bf16: $(grep -E '^\| attn / PyTorch' "$report/train-$preset-bf16.txt" || echo 'failed (see its log)')")
     bench_lines+=("train $preset bf16: $(grep -E '^model TFLOP/s' "$report/train-$preset-bf16.txt" || echo 'no model TFLOP/s line')")
@@ -302,13 +327,13 @@ if wants train; then
 fi
 
 if [[ ,$benchmarks, == *,profile,* ]]; then
-  # Where a training step's GPU time goes: attn-train in bf16 on the toy corpus, batches of
+  # Where a training step's GPU time goes: attn-train in bf16 on ATTN_GPU_TEXT or the toy corpus, batches of
   # ATTN_GPU_BATCH_TOKENS, steps 11-12 inside the capture range (--profile-steps) of Nsight
   # Compute, which times each kernel alone (--clock-control none: the clocks as they run).
   # ATTN_GPU_PROFILE_CONFIGS: the presets profiled (default base), each built in ATTN_GPU_MODELS.
   IFS=, read -r -a profiled <<< "${ATTN_GPU_PROFILE_CONFIGS:-base}"
   for preset in "${profiled[@]}"; do
-    heading "profile: attn-train $preset bf16, each kernel's time in steps 11-12 (Nsight Compute)"
+    heading "profile: attn-train $preset bf16 on $text_label, each kernel's time in steps 11-12 (Nsight Compute)"
     profile=$report/profile-$preset
     text=$report/profile-$preset.txt
     rm -rf "$profile"
@@ -316,14 +341,17 @@ if [[ ,$benchmarks, == *,profile,* ]]; then
       echo "skipped: no ncu on PATH" | tee "$text"
     elif [[ ,$models, != *,$preset,* ]]; then
       echo "skipped: the $preset preset is not built (ATTN_GPU_MODELS=$models)" | tee "$text"
-    elif python3 tests/train/toy_corpus.py --out "$profile/data" --train 20000 --valid 10; then
+    elif (( ${#text_options[@]} )) || python3 tests/train/toy_corpus.py --out "$profile/data" --train 20000 --valid 10; then
+      data=("${text_options[@]}")
+      (( ${#data[@]} )) && data+=(--vocab-size 8000) \
+        || data=(--vocab-size 128 --src "$profile/data/train.src" --tgt "$profile/data/train.tgt")
       # ncu writes its CSV to stdout, attn-train its progress to stderr; kernel_times.py skips the
       # lines of stdout that are not CSV (ncu's ==PROF== messages).
       timeout -k 10 "${ATTN_GPU_PROFILE_LIMIT:-300}" ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv --page details \
         --print-units base \
-        "$attn_train" --device cuda --precision bf16 --config "$preset" --vocab-size 128 \
+        "$attn_train" --device cuda --precision bf16 --config "$preset" "${data[@]}" \
         --batch-tokens "${ATTN_GPU_BATCH_TOKENS:-8000}" --max-steps 12 --profile-steps 11:12 --valid-every 1000 \
-        --save-every 1000 --src "$profile/data/train.src" --tgt "$profile/data/train.tgt" --out "$profile/run" \
+        --save-every 1000 --out "$profile/run" \
         > "$profile/ncu.csv" 2> "$profile/train.txt"
       echo "ncu exit status $? (its output: $profile/ncu.csv; attn-train's log: $profile/train.txt)"
       python3 bench/kernel_times.py "$profile/ncu.csv" --steps 2 --json "$report/profile-$preset.json" 2>&1 \
