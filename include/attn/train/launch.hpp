@@ -36,6 +36,7 @@ struct job_outcome {
   int status = 0;       // 0; the first failed worker's exit status, or 128 + the signal that ended it;
                         // 128 + the signal the supervisor received, when it was stopped
   std::string message;  // which worker failed and how, or which signal stopped the job; empty on success
+  int stop_signal = 0;  // the signal the supervisor received and passed on, when that stopped the job
 };
 
 namespace detail {
@@ -147,7 +148,8 @@ inline job_outcome run_workers(std::span<const worker> workers, std::chrono::mil
       ++forwarded;
       if (!stopping) {
         stopping = true;
-        outcome = {128 + signal, std::string("stopped by signal ") + std::to_string(signal) + "; passed on to every process"};
+        outcome = {128 + signal, std::string("stopped by signal ") + std::to_string(signal) + "; passed on to every process",
+                   signal};
       }
     }
     int wait_status = 0;

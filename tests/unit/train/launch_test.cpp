@@ -71,6 +71,7 @@ TEST_CASE("train: a worker killed by a signal is named with it; one deaf to SIGT
   CHECK(took > 1);  // the grace period
   CHECK(took < 10);
   CHECK(outcome.status == 128 + SIGKILL);
+  CHECK(outcome.stop_signal == 0);  // a worker's failure, not a stop: the supervisor exits with the status
   CHECK(outcome.message.find("rank 1 (pid ") == 0);
   CHECK(outcome.message.find("was killed by signal 9") != std::string::npos);
 }
@@ -91,6 +92,7 @@ TEST_CASE("train: SIGTERM to the supervisor reaches every worker once, and the j
   CHECK(seconds_since(start) < 10);
   CHECK(outcome.status == 128 + SIGTERM);
   CHECK(outcome.message == "stopped by signal 15; passed on to every process");
+  CHECK(outcome.stop_signal == SIGTERM);
   std::ifstream in(marks);
   int lines = 0;
   for (std::string line; std::getline(in, line);) lines += line == "term";
