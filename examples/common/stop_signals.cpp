@@ -6,6 +6,8 @@
 
 #include <csignal>
 #include <cstddef>
+#include <cstdio>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -53,6 +55,23 @@ void take_stop_signals(const std::string& notice) {
       on_stop_signal(signal);
     }
   }).detach();
+}
+
+void end_by(int signal) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);  // pending while blocked here (take_stop_signals): delivered on unblocking
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal);
+  pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+}
+
+int finish(int status) {
+  if (const int signal = stop_signal().load(); signal != 0 && status == 128 + signal) end_by(signal);
+  return status;
 }
 
 }  // namespace attn::examples

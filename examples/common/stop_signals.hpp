@@ -21,4 +21,16 @@ std::atomic<int>& stop_signal();
 /// which compute nothing) keep a handler that does the same.
 void take_stop_signals(const std::string& notice = {});
 
+/// Ends the process by `signal` itself, its action reset to the default, once the program has
+/// done what a stop asks of it (a checkpoint saved, the lines done kept): how a program that
+/// handles SIGINT should end (https://www.cons.org/cracauer/sigint.html). A shell tells the two
+/// endings apart: bash stops a loop or a script whose command was killed by SIGINT, and goes on
+/// after one that exited with 130. Flushes the C and C++ output streams first, since the process
+/// ends without returning from main. Returns only if the signal did not end it.
+void end_by(int signal);
+
+/// `status`, after ending the process by the stop signal when the status says the program was
+/// stopped by it (128 + stop_signal()): main's last word, `return examples::finish(run(...))`.
+int finish(int status);
+
 }  // namespace attn::examples

@@ -153,6 +153,7 @@ int launch(const options& o, int argc, char** argv) {
                o.device.index + o.gpus - 1);
   const train::job_outcome outcome = train::run_workers(workers, std::chrono::seconds(10));
   if (!outcome.message.empty()) std::fprintf(stderr, "attn-train: %s\n", outcome.message.c_str());
+  if (outcome.stop_signal != 0) examples::end_by(outcome.stop_signal);  // the workers saved and stopped
   return outcome.status;
 #else
   (void)argc;
@@ -328,7 +329,10 @@ int main(int argc, char** argv) {
   attn::examples::take_stop_signals();  // the loop saves and stops (run.hpp)
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
-    return train(o, *comm);
+    const int status = train(o, *comm);
+    // Stopped by a signal: one process ends by it, as a shell expects; the processes of a job
+    // (MPI's, --gpus's) exit with 128 + it, for their launcher to read.
+    return launched_by_mpi() || std::getenv("ATTN_RANK") != nullptr ? status : attn::examples::finish(status);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-train: %s\n", e.what());
     // The other processes may be waiting in a collective for this one: end them all.

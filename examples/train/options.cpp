@@ -217,8 +217,9 @@ options parse(int argc, char** argv) {
       "checkpoints do not depend on the device or the precision (weights and moments are fp32): a run resumes\n"
       "on either, in any precision, and translates with attn-translate on the CPU.\n"
       "Exit status: 0 done, 1 error, 2 bad command line (or --device cuda without a CUDA build or GPU),\n"
-      "3 stopped after --max-bad-steps non-finite steps, 130/143 stopped by SIGINT/SIGTERM (after saving a\n"
-      "checkpoint).");
+      "3 stopped after --max-bad-steps non-finite steps. Stopped by SIGINT or SIGTERM, it saves a checkpoint\n"
+      "and ends by that signal (a shell's status 130 or 143); a process of an MPI or --gpus job exits with\n"
+      "130 or 143 instead.");
 
   try {
     app.parse(argc, argv);

@@ -141,9 +141,10 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->check(CLI::Range(1, 1 << 30))
       ->group(pictures);
   app.footer(
-      "Exit status: 0 done, 1 an error, 2 a bad command line, 130/143 stopped by SIGINT/SIGTERM. Stopped\n"
-      "(Ctrl-C: after the batch it is on; a second one stops at once) or failing, it keeps the lines\n"
-      "translated in order: in FILE.partial for --output FILE, already written for standard output.");
+      "Exit status: 0 done, 1 an error, 2 a bad command line. Stopped by SIGINT or SIGTERM (Ctrl-C: after\n"
+      "the batch it is on; a second one stops at once), it ends by that signal (a shell's status 130 or\n"
+      "143). Stopped or failing, it keeps the lines translated in order: in FILE.partial for --output FILE,\n"
+      "already written for standard output.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
   if (const auto status = parse(argc, argv, o)) return *status;
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
-    return run(std::move(o));
+    return attn::examples::finish(run(std::move(o)));  // stopped by a signal: ends by it
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-translate: %s\n", e.what());
     return 1;

@@ -337,7 +337,7 @@ class Stopping(unittest.TestCase):
                           "is locked)", second.stderr)
             process.send_signal(signal.SIGINT)
             rest = process.stderr.read()
-        self.assertEqual(process.returncode, 130, rest)
+        self.assertEqual(process.returncode, -signal.SIGINT, rest)  # ended by the signal, once stopped
         self.assertIn("attn-translate: stopping after this batch, keeping the lines done (again to stop at once)", rest)
         found = re.search(r"stopped by SIGINT having translated (\d+) of 20000 lines: the first (\d+) of 20000 "
                           r"lines' translations are kept in (\S+)( \((\d+) more, translated out of order, are not\))?",
@@ -369,7 +369,7 @@ class Stopping(unittest.TestCase):
             process.send_signal(signal.SIGTERM)
             lines = [first] + process.stdout.readlines()
             rest = process.stderr.read()
-        self.assertEqual(process.returncode, 143, rest)
+        self.assertEqual(process.returncode, -signal.SIGTERM, rest)
         found = re.search(r"stopped by SIGTERM having translated (\d+) of 20000 lines: the first (\d+) of 20000 "
                           r"lines' translations are written to standard output\n", rest)
         self.assertIsNotNone(found, rest)
@@ -384,9 +384,26 @@ class Stopping(unittest.TestCase):
             self.wait_for_progress(process.stderr, 2000)
             process.send_signal(signal.SIGTERM)
             process.send_signal(signal.SIGINT)
-            process.stderr.read()
+            rest = process.stderr.read()
         self.assertIn(process.returncode, (-signal.SIGINT, -signal.SIGTERM))
-        self.assertFalse((WORK / "killed.txt").exists())  # only its temporary, as after kill -9
+        self.assertNotIn("stopped by", rest)  # not the first signal's orderly stop
+        self.assertEqual([p.name for p in WORK.glob("killed.txt*")], ["killed.txt.tmp"])  # as after kill -9
+
+    def test_a_shell_loop_stops_with_it(self):
+        # A terminal's Ctrl-C reaches its whole foreground process group, here bash and
+        # attn-translate. bash goes on after a command that exits with status 130, and stops
+        # after one that SIGINT ended: so attn-translate, once stopped, ends by the signal.
+        script = ('for round in 1 2; do "$0" --run "$1" --input "$2" --greedy --batch-size 8 --threads 2 '
+                  '--output "$3"; echo "round $round ended with $?"; done')
+        with subprocess.Popen(["bash", "-c", script, str(TRANSLATE), str(MODEL_DIR), str(self.long_input(200)),
+                               str(WORK / "loop.txt")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True, env=dict(os.environ, OMP_WAIT_POLICY="passive")) as process:
+            self.wait_for_progress(process.stderr, 2000)
+            os.killpg(process.pid, signal.SIGINT)
+            printed, rest = process.communicate(timeout=120)
+        self.assertIn("stopped by SIGINT having translated", rest)
+        self.assertEqual(printed, "")  # the loop went no further
+        self.assertEqual(process.returncode, -signal.SIGINT, rest)
 
     def test_a_failed_write_keeps_nothing_and_leaves_no_temporary(self):
         def small_files():
