@@ -91,6 +91,8 @@ void check_shapes() {
       {3, 5, 7, 3, 0},     // matrices of 15 and 21 elements: every other one off 16 bytes
       {2, 13, 70, 5, 0},   // rows past a multiple of 4, columns past two warps' worth
       {4, 33, 2, 16, 0},   // more rows than lanes, fewer columns
+      {3, 4, 8, 8, 0},     // Aᵀ stored [8][4] as it is staged: rows of 4, a 16-byte copy spans two
+      {2, 2, 16, 4, 0},    // rows of 4 in A [2][4] and Bᵀ [16][4], read 8 bfloat16 at a time
   };
   for (const shape& s : shapes)
     for (const bool a_transposed : {false, true})
