@@ -305,9 +305,17 @@ int translate(job& j) {
 
   if (!o.attention_dir.empty()) {
     std::filesystem::create_directories(o.attention_dir);
+    std::size_t drawn = 0;
     for (int line : o.attention_lines) {
+      // Each line's pictures take a pass of the model: a stop is heeded between them.
+      if (const int stop = examples::stop_signal().load(); stop != 0) {
+        std::fprintf(stderr, "attn-translate: stopped by %s having drawn the pictures of %zu of %zu line(s) in %s\n",
+                     stop == SIGINT ? "SIGINT" : "SIGTERM", drawn, o.attention_lines.size(), o.attention_dir.c_str());
+        return 128 + stop;
+      }
       const std::size_t i = std::size_t(line - 1);
       detail::draw_attention(j, model, sources[i], results[i].front().tokens, line);
+      ++drawn;
     }
     std::fprintf(stderr, "attention pictures of %zu line(s) in %s\n", o.attention_lines.size(),
                  o.attention_dir.c_str());

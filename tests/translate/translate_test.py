@@ -389,6 +389,24 @@ class Stopping(unittest.TestCase):
         self.assertNotIn("stopped by", rest)  # not the first signal's orderly stop
         self.assertEqual([p.name for p in WORK.glob("killed.txt*")], ["killed.txt.tmp"])  # as after kill -9
 
+    def test_a_stop_while_drawing_pictures_keeps_the_output_and_the_pictures_drawn(self):
+        output, pictures, lines = WORK / "drawn.txt", WORK / "drawn", 5000
+        with self.start("--run", MODEL_DIR, "--input", self.long_input(lines // 100), "--greedy", "--output", output,
+                        "--attention-png", pictures, "--attention-lines", ",".join(map(str, range(1, lines + 1)))) \
+                as process:
+            for line in process.stderr:  # the translations' summary: the pictures come next
+                if re.match(r"\d+ sentences, \d+ output tokens in ", line):
+                    break
+            process.send_signal(signal.SIGINT)
+            rest = process.stderr.read()
+        self.assertEqual(process.returncode, -signal.SIGINT, rest)
+        found = re.search(rf"stopped by SIGINT having drawn the pictures of (\d+) of {lines} line\(s\) in ", rest)
+        self.assertIsNotNone(found, rest)
+        self.assertLess(int(found[1]), lines)
+        self.assertEqual(len(list(pictures.glob("line-*.txt"))), int(found[1]))
+        expected = self.expected("--greedy")
+        self.assertEqual(output.read_text().splitlines(), [expected[i % 100] for i in range(lines)])
+
     def test_a_shell_loop_stops_with_it(self):
         # A terminal's Ctrl-C reaches its whole foreground process group, here bash and
         # attn-translate. bash goes on after a command that exits with status 130, and stops
