@@ -485,10 +485,11 @@ __device__ inline bool last_to_arrive(unsigned* counter, unsigned arrivals) {
 }
 
 /// layer_norm_rows_backward's launch: at most 512 blocks of 16 rows or more (from 8 192 rows, the
-/// last few may have none: rows_a_block is rounded up), whatever the GPU, so that the gain's and bias's sums are added in the same order on every device; with
-/// those sums, scratch for the blocks' partials [blocks, 2, width], then each group of 16
-/// blocks' sums [groups, 2, width], then a counter of finished blocks for each group and one of
-/// finished groups (`counters`, `counter_bytes` of them zeroed before the launch).
+/// last few may have none: rows_a_block is rounded up), whatever the GPU, so that the gain's and
+/// bias's sums are added in the same order on every device; with those sums, scratch for the
+/// blocks' partials [blocks, 2, width], then each group of 16 blocks' sums [groups, 2, width],
+/// then a counter of finished blocks for each group and one of finished groups (`counters`,
+/// `counter_bytes` of them zeroed before the launch).
 template <class C>
 struct layer_norm_backward_launch {
   static constexpr index_t blocks_a_group = 16;
@@ -699,14 +700,9 @@ __global__ void layer_norm_rows_backward(T* dx, bool add, T* gain_grad, T* bias_
     }
   };
   if (!last_to_arrive(finished + group, unsigned(end_block - first_block))) return;
-  for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
-    // Summed in registers, stored once: through a reference into global memory each addition
-    // would be stored (__ldcg's asm may read any memory, for all the compiler knows).
-    C gain_total, bias_total;
-    add_in_order(partial, first_block, end_block, c, gain_total, bias_total);
-    group_partial[group * 2 * width + c] = gain_total;
-    group_partial[(group * 2 + 1) * width + c] = bias_total;
-  }
+  for (index_t c = threadIdx.x; c < width; c += blockDim.x)
+    add_in_order(partial, first_block, end_block, c, group_partial[group * 2 * width + c],
+                 group_partial[(group * 2 + 1) * width + c]);
   if (!last_to_arrive(finished + groups, unsigned(groups))) return;
   for (index_t c = threadIdx.x; c < width; c += blockDim.x) {
     C gain_total, bias_total;
