@@ -12,6 +12,7 @@
 
 #include "../common/device.hpp"
 #include "../common/model_widths.hpp"
+#include "input.hpp"
 
 namespace attn::translator {
 
@@ -45,7 +46,7 @@ struct job {
 
   options opts;
   text::subword_model vocabulary;
-  std::vector<std::string> lines;       // the input, one sentence a line
+  input_lines input;                    // one sentence a line, read as decoding goes
   std::vector<std::string> references;  // --bleu's reference translations, or none
   std::vector<std::string> targets;     // --score's sentences, or none
   train::averaged_weights weights;
@@ -53,7 +54,7 @@ struct job {
   std::string model_name;
 };
 
-/// Translates job.lines with the model compiled for configuration C on Device; returns the
+/// Translates job.input with the model compiled for configuration C on Device; returns the
 /// exit status.
 template <class C, class Device>
 int translate(job& j);

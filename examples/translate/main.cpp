@@ -115,16 +115,18 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       ->check(CLI::Range(1, 1000))
       ->excludes(score)
       ->group(search);
-  app.add_option("--batch-size", o.batch_size, "sentences decoded together")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000))
-      ->group(search);
-  app.add_option("--window", o.window,
-                 "sort the input by length into batches a window of this many batches at a time,\n"
-                 "and write each window once it is done (0: the whole input at once)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20))
-      ->group(search);
+  auto* batch_size = app.add_option("--batch-size", o.batch_size,
+                                    "sentences decoded together (1 when standard input is a terminal)")
+                         ->capture_default_str()
+                         ->check(CLI::Range(1, 100000))
+                         ->group(search);
+  auto* window = app.add_option("--window", o.window,
+                                "read the input a window of this many batches at a time, sort it by length into\n"
+                                "batches, and write it once it is done (0: the whole input at once; 1 when\n"
+                                "standard input is a terminal)")
+                     ->capture_default_str()
+                     ->check(CLI::Range(0, 1 << 20))
+                     ->group(search);
   app.add_option("--threads", o.threads, "CPU threads (default: all)")->check(CLI::Range(1, 1024))->group(search);
   examples::device_flags device;
   examples::add_device_flags(app, device, search);
@@ -164,6 +166,12 @@ std::optional<int> parse(int argc, char** argv, options& o) {
       std::fprintf(stderr, "attn-translate: --nbest %d exceeds the beam size, %d\n", o.nbest, o.beam);
     return 2;
   }
+  // Typed at a terminal, each line is translated when entered, without a progress line between.
+  if (o.input.empty() && isatty(STDIN_FILENO) == 1) {
+    if (batch_size->count() == 0) o.batch_size = 1;
+    if (window->count() == 0) o.window = 1;
+    o.quiet = true;
+  }
   std::vector<int> drawn;  // each line once, in the order given
   for (int line : o.attention_lines)
     if (std::find(drawn.begin(), drawn.end(), line) == drawn.end()) drawn.push_back(line);
@@ -175,11 +183,9 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   return std::nullopt;
 }
 
-/// The lines of a file, or with no path of standard input, read and checked as attn-train reads
-/// its text (train::detail::read_text_lines: UTF-8, no NUL; '\r' and a byte-order mark dropped).
-std::vector<std::string> read_lines(const fs::path& path) {
-  return path.empty() ? train::detail::read_text_lines(stdin, "standard input") : train::detail::read_text_lines(path);
-}
+/// The lines of a file, read and checked as attn-train reads its text
+/// (train::detail::read_text_lines: UTF-8, no NUL; '\r' and a byte-order mark dropped).
+std::vector<std::string> read_lines(const fs::path& path) { return train::detail::read_text_lines(path); }
 
 /// Refuses an output file that cannot be written now, rather than after the decoding: a
 /// directory, or one whose directory is missing or not writable (where the temporary file goes;
@@ -227,22 +233,20 @@ int run(options o) {
   const auto files = checkpoints_of(o);
   const fs::path vocabulary = o.vocabulary.empty() ? files.front().parent_path() / "vocab.model" : o.vocabulary;
   translator::job j(o, text::subword_model::load(vocabulary));
-  j.lines = read_lines(o.input);
+  j.input.open(o.input);  // a file is read through once here: its lines counted and checked
   for (auto [file, lines] : {std::pair{&o.references, &j.references}, std::pair{&o.targets, &j.targets}}) {
     if (file->empty()) continue;
     *lines = read_lines(*file);
-    if (lines->size() != j.lines.size())
-      throw std::runtime_error("'" + file->string() + "' has " + std::to_string(lines->size()) + " lines but " +
-                               translator::input_name(o) + " has " + std::to_string(j.lines.size()));
+    if (j.input.total() && lines->size() != *j.input.total())  // else when the input ends
+      throw std::runtime_error(translator::line_counts_differ(*file, lines->size(), o, *j.input.total()));
   }
   // From here a first Ctrl-C stops after the batch decoding is on, keeping what is done; before
   // (while standard input is read, say), it ends the program, which has nothing to keep yet.
   examples::take_stop_signals(std::string(isatty(STDERR_FILENO) == 1 ? "\n" : "") +
                               "attn-translate: stopping after this batch, keeping the lines done (again to stop at once)\n");
-  for (int line : o.attention_lines)
-    if (!o.attention_dir.empty() && std::size_t(line) > j.lines.size())
-      throw std::runtime_error("--attention-lines: line " + std::to_string(line) + " is past the input's " +
-                               std::to_string(j.lines.size()) + " lines");
+  if (!o.attention_dir.empty() && j.input.total())  // else when the input ends
+    if (const std::string past = translator::lines_past_input(o, *j.input.total()); !past.empty())
+      throw std::runtime_error(past);
 
   j.weights = train::average_checkpoints(files);
   if (!o.quiet) {

@@ -12,6 +12,20 @@ namespace attn::translator {
 
 std::string input_name(const options& o) { return o.input.empty() ? "standard input" : o.input.string(); }
 
+std::string line_counts_differ(const std::filesystem::path& file, std::size_t lines, const options& o,
+                               std::size_t input_lines) {
+  return "'" + file.string() + "' has " + std::to_string(lines) + " lines but " + input_name(o) + " has " +
+         std::to_string(input_lines);
+}
+
+std::string lines_past_input(const options& o, std::size_t input_lines) {
+  for (int line : o.attention_lines)
+    if (std::size_t(line) > input_lines)
+      return "--attention-lines: line " + std::to_string(line) + " is past the input's " + std::to_string(input_lines) +
+             " lines";
+  return {};
+}
+
 std::string text_of(const job& j, std::span<const decode::token> tokens) {
   if (!j.opts.pieces) return j.vocabulary.decode(tokens);
   std::string text;
@@ -22,38 +36,46 @@ std::string text_of(const job& j, std::span<const decode::token> tokens) {
   return text;
 }
 
-progress_line::progress_line(std::size_t sentences, bool quiet, const char* verb)
+progress_line::progress_line(std::optional<std::size_t> sentences, bool quiet, const char* verb)
     : total_(sentences), quiet_(quiet), terminal_(isatty(STDERR_FILENO) == 1), verb_(verb) {}
 
 void progress_line::advance(std::size_t sentences, std::size_t tokens) {
   done_ += sentences;
   tokens_ += tokens;
-  if (quiet_ || (!terminal_ && done_ < next_report_ && done_ < total_)) return;
-  next_report_ = done_ + std::max<std::size_t>(1, total_ / 10);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (quiet_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!terminal_) {
+    if (total_ ? done_ < next_report_ && done_ < *total_ : now - last_report_ < std::chrono::seconds(10)) return;
+    if (total_) next_report_ = done_ + std::max<std::size_t>(1, *total_ / 10);
+  }
+  last_report_ = now;
+  const double seconds = std::chrono::duration<double>(now - start_).count();
   const double rate = double(done_) / std::max(seconds, 1e-9);
-  std::fprintf(stderr, "%s%s %zu/%zu sentences, %.1f sentences/s, %.0f tokens/s, %.0f s left%s",
-               terminal_ ? "\r" : "", verb_, done_, total_, rate, double(tokens_) / std::max(seconds, 1e-9),
-               double(total_ - done_) / std::max(rate, 1e-9), terminal_ ? "\033[K" : "\n");
+  std::fprintf(stderr, "%s%s %zu", terminal_ ? "\r" : "", verb_, done_);
+  if (total_) std::fprintf(stderr, "/%zu", *total_);
+  std::fprintf(stderr, " sentences, %.1f sentences/s, %.0f tokens/s", rate, double(tokens_) / std::max(seconds, 1e-9));
+  if (total_) std::fprintf(stderr, ", %.0f s left", double(*total_ - std::min(done_, *total_)) / std::max(rate, 1e-9));
+  std::fputs(terminal_ ? "\033[K" : "\n", stderr);
   std::fflush(stderr);
-}
-
-void progress_line::stop() {
-  if (!quiet_ && terminal_) std::fputc('\n', stderr);
 }
 
 double progress_line::finish() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (!quiet_) {
     if (terminal_) std::fputc('\n', stderr);
-    std::fprintf(stderr, "%zu sentences, %zu output tokens in %.2f s: %.2f sentences/s, %.1f tokens/s\n", total_,
-                 tokens_, seconds, double(total_) / seconds, double(tokens_) / seconds);
+    std::fprintf(stderr, "%zu sentences, %zu output tokens in %.2f s: %.2f sentences/s, %.1f tokens/s\n", done_,
+                 tokens_, seconds, double(done_) / seconds, double(tokens_) / seconds);
   }
   return seconds;
 }
 
-translation_writer::translation_writer(const job& j, const std::vector<std::vector<decode::hypothesis>>& results)
-    : j_(j), results_(results), done_(results.size(), false),
+void progress_line::stop() {
+  if (!quiet_ && terminal_) std::fputc('\n', stderr);
+}
+
+translation_writer::translation_writer(const job& j, std::optional<std::size_t> total)
+    : j_(j),
+      total_(total),
       clear_progress_(j.opts.output.empty() && isatty(STDOUT_FILENO) == 1 && isatty(STDERR_FILENO) == 1) {
   if (j.opts.output.empty()) return;
   file_.emplace(j.opts.output);
@@ -61,8 +83,15 @@ translation_writer::translation_writer(const job& j, const std::vector<std::vect
   if (!file_->in_place()) partial_ = file_->target().string() + ".partial";
 }
 
+void translation_writer::start_window(const std::vector<std::vector<decode::hypothesis>>& results) {
+  window_first_ += done_.size();
+  results_ = &results;
+  done_.assign(results.size(), false);
+}
+
 void translation_writer::write(std::size_t line, std::string& text) const {
-  const auto& hypotheses = results_[line];
+  const auto& hypotheses = (*results_)[line];
+  line += window_first_;  // in the input
   // What the output says of the best: its text or pieces, or --score's line as given.
   const std::string best = j_.targets.empty() ? text_of(j_, hypotheses.front().tokens) : j_.targets[line];
   if (j_.opts.nbest == 1 && !j_.opts.with_scores && j_.targets.empty()) {
@@ -81,9 +110,9 @@ void translation_writer::write(std::size_t line, std::string& text) const {
 void translation_writer::finished(std::span<const std::size_t> lines) {
   for (const std::size_t line : lines) done_[line] = true;
   std::string text;
-  std::size_t ready = written_;
+  std::size_t ready = written_ - window_first_;  // of the window
   for (; ready < done_.size() && done_[ready]; ++ready) write(ready, text);
-  if (ready == written_) return;
+  if (window_first_ + ready == written_) return;
   try {
     if (file_) {
       file_->write(text);
@@ -97,7 +126,7 @@ void translation_writer::finished(std::span<const std::size_t> lines) {
     failed_ = true;
     throw;
   }
-  written_ = ready;
+  written_ = window_first_ + ready;
 }
 
 void translation_writer::commit() {
@@ -116,14 +145,16 @@ std::string translation_writer::keep_partial() {
 }
 
 std::string translation_writer::keep_written() {
-  const std::size_t lines = done_.size(), done = std::size_t(std::count(done_.begin(), done_.end(), true));
-  const std::string first = "the first " + std::to_string(written_) + " of " + std::to_string(lines) + " lines' translations";
+  const std::size_t done = window_first_ + std::size_t(std::count(done_.begin(), done_.end(), true));
+  const std::string first = "the first " + std::to_string(written_) +
+                            (total_ ? " of " + std::to_string(*total_) : std::string()) + " lines' translations";
   const std::string out_of_order =
       done > written_ ? " (" + std::to_string(done - written_) + " more, translated out of order, are not)" : "";
   const std::string where = file_ ? j_.opts.output.string() : std::string("standard output");
   if (!file_ || file_->in_place()) {
     if (failed_) return first + " were written to " + where + " before a write failed";
     if (file_) file_->commit();  // closed
+    if (written_ == 0) return "no translation was written to " + where + out_of_order;
     return first + " are written to " + where + out_of_order;
   }
   if (failed_) return "no translation is kept: writing them failed";
@@ -141,11 +172,11 @@ std::string translation_writer::keep_written() {
   return first + " are kept in " + partial_.string() + out_of_order;
 }
 
-void print_samples(const job& j, const std::vector<std::string>& best) {
+void print_samples(const job& j, const std::vector<std::string>& sources, const std::vector<std::string>& best) {
   const std::size_t count = std::min<std::size_t>(std::size_t(j.opts.samples), best.size());
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t i = k * best.size() / count;
-    std::fprintf(stderr, "\n[line %zu]\n  source:      %s\n", i + 1, j.lines[i].c_str());
+    std::fprintf(stderr, "\n[line %zu]\n  source:      %s\n", i + 1, sources[i].c_str());
     if (!j.references.empty()) std::fprintf(stderr, "  reference:   %s\n", j.references[i].c_str());
     std::fprintf(stderr, "  translation: %s\n", best[i].c_str());
   }

@@ -21,11 +21,19 @@ namespace attn::translator {
 /// "FILE" or "standard input", for messages about input lines.
 std::string input_name(const options& o);
 
+/// "'FILE' has N lines but INPUT has M": --bleu's or --score's lines do not match the input's.
+std::string line_counts_differ(const std::filesystem::path& file, std::size_t lines, const options& o,
+                               std::size_t input_lines);
+/// Which --attention-lines lie past an input of `input_lines` lines, as an error message; empty
+/// when none does.
+std::string lines_past_input(const options& o, std::size_t input_lines);
+
 /// Sentences translated, their rate and the time left: rewritten in place on a terminal,
-/// a line at every tenth of the work otherwise.
+/// a line at every tenth of the work otherwise. Where the total is not known (a pipe), the
+/// count and rate alone, at most every ten seconds when not on a terminal.
 class progress_line {
  public:
-  progress_line(std::size_t sentences, bool quiet, const char* verb = "translated");
+  progress_line(std::optional<std::size_t> sentences, bool quiet, const char* verb = "translated");
   void advance(std::size_t sentences, std::size_t tokens);
   /// Ends the line; returns the seconds spent.
   double finish();
@@ -34,10 +42,11 @@ class progress_line {
   std::size_t tokens() const { return tokens_; }
 
  private:
-  std::size_t total_, done_ = 0, tokens_ = 0, next_report_ = 0;
+  std::optional<std::size_t> total_;
+  std::size_t done_ = 0, tokens_ = 0, next_report_ = 0;
   bool quiet_, terminal_;
   const char* verb_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_report_ = start_;
 };
 
 /// What a line of output says of `tokens`: their text, or with --pieces their pieces, space-separated.
@@ -51,9 +60,12 @@ std::string text_of(const job& j, std::span<const decode::token> tokens);
 /// ||| log-prob per token", where text is the translation's, its pieces, or --score's line.
 class translation_writer {
  public:
-  /// `results` is filled in as lines are done.
-  translation_writer(const job& j, const std::vector<std::vector<decode::hypothesis>>& results);
-  /// These lines' results are in: writes those now ready.
+  /// `total`: the input's lines, where known before its end (for messages).
+  translation_writer(const job& j, std::optional<std::size_t> total);
+  /// The next window: its lines follow those of the windows before; `results` [its lines] is
+  /// filled in as they are done, and is read until the window is written.
+  void start_window(const std::vector<std::vector<decode::hypothesis>>& results);
+  /// These lines of the window (0 is its first) are done: writes those now ready.
   void finished(std::span<const std::size_t> lines);
   /// Every line done and written: the output put in place (and an earlier stopped run's
   /// FILE.partial removed).
@@ -66,12 +78,14 @@ class translation_writer {
 
  private:
   std::string keep_written();  // keep_partial, which may throw
-  void write(std::size_t line, std::string& text) const;
+  void write(std::size_t line, std::string& text) const;  // line: of the window
 
   const job& j_;
-  const std::vector<std::vector<decode::hypothesis>>& results_;
-  std::vector<bool> done_;
-  std::size_t written_ = 0;  // lines 0 .. written_ - 1 are written
+  std::optional<std::size_t> total_;
+  const std::vector<std::vector<decode::hypothesis>>* results_ = nullptr;  // the window's
+  std::vector<bool> done_;   // the window's lines done
+  std::size_t window_first_ = 0;  // the window's first line in the input
+  std::size_t written_ = 0;  // lines 0 .. written_ - 1 of the input are written
   std::optional<train::output_file> file_;  // --output, or none: standard output
   std::filesystem::path partial_;           // where a stopped run keeps its lines (none in place)
   bool clear_progress_;                     // standard output and the progress line share a terminal
@@ -79,7 +93,7 @@ class translation_writer {
 };
 
 /// A few lines, evenly spread over the input: source, reference and translation.
-void print_samples(const job& j, const std::vector<std::string>& best);
+void print_samples(const job& j, const std::vector<std::string>& sources, const std::vector<std::string>& best);
 
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& value);
 

@@ -9,10 +9,13 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <attn/core.hpp>
@@ -35,50 +38,57 @@ namespace detail {
 
 using token = decode::token;
 
-/// The input as subword ids, and how many of its lines were cut.
-struct encoded_input {
-  std::vector<std::vector<token>> sentences;
-  std::size_t lines_cut = 0;
+/// Input lines cut short (encode_lines), for one warning once the input is read.
+struct cut_lines {
+  std::size_t count = 0;
+  std::string named;  // the first few
+  std::size_t cut_to = 0;
+  std::string bound;  // what cut them
+  bool by_positions = false;
+
+  void warn(const job& j) const {
+    if (count == 0) return;
+    std::fprintf(stderr, "attn-translate: warning: %s: %zu line%s cut to %zu subwords (%s): %s%s%s\n",
+                 input_name(j.opts).c_str(), count, count == 1 ? "" : "s", cut_to, bound.c_str(), named.c_str(),
+                 count > 5 ? ", ..." : "", by_positions ? "" : "; --max-input-length 0 translates them whole");
+  }
 };
 
-/// Input lines as subword ids, each cut to --max-input-length subwords (0: no limit), as
-/// CTranslate2 cuts its input: one line of tens of thousands of subwords (a text without line
-/// breaks) would take minutes of attention, quadratic in its length, before the first progress
-/// line, and translate badly after that. A model with learned positions has a table of fixed
-/// length, which cuts as well (and with no limit, a longer line is an error). A warning names the
-/// lines cut. --score's sources are not cut: a cut source would be scored as another sentence, so
-/// a longer one is an error.
-inline encoded_input encode_lines(const job& j, index_t max_positions) {
-  encoded_input input{std::vector<std::vector<token>>(j.lines.size())};
+/// Input lines (the first of them line `first` of the input, from 0) as subword ids, each cut to
+/// --max-input-length subwords (0: no limit), as CTranslate2 cuts its input: one line of tens of
+/// thousands of subwords (a text without line breaks) would take minutes of attention, quadratic
+/// in its length, before the first progress line, and translate badly after that. A model with
+/// learned positions has a table of fixed length, which cuts as well (and with no limit, a longer
+/// line is an error). `cuts` gathers the lines cut, for a warning that names them. --score's
+/// sources are not cut: a cut source would be scored as another sentence, so a longer one is an
+/// error.
+inline std::vector<std::vector<token>> encode_lines(const job& j, std::span<const std::string> lines,
+                                                    std::size_t first, index_t max_positions, cut_lines& cuts) {
+  std::vector<std::vector<token>> sentences(lines.size());
   const std::size_t held = std::size_t(max_positions - 1);  // learned positions' table, the end symbol aside
   const std::size_t limit = std::size_t(j.opts.max_input_length);
-  const bool by_positions = limit == 0 || held < limit;
-  const std::size_t cut_to = by_positions ? held : limit;
-  const std::string bound = by_positions ? "the model's learned positions hold " + std::to_string(held) +
-                                               " and the end symbol"
-                                         : "--max-input-length " + std::to_string(limit);
-  std::string named;  // the first few lines cut, for the warning
-  for (std::size_t i = 0; i < j.lines.size(); ++i) {
-    auto& sentence = input.sentences[i];
-    sentence = j.vocabulary.encode(j.lines[i]);
-    if (sentence.size() <= cut_to) continue;
-    const std::string where = input_name(j.opts) + ":" + std::to_string(i + 1) + ": " +
-                              std::to_string(sentence.size()) + " subwords; ";
-    if (limit == 0) throw std::runtime_error(where + bound);
+  cuts.by_positions = limit == 0 || held < limit;
+  cuts.cut_to = cuts.by_positions ? held : limit;
+  cuts.bound = cuts.by_positions
+                   ? "the model's learned positions hold " + std::to_string(held) + " and the end symbol"
+                   : "--max-input-length " + std::to_string(limit);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto& sentence = sentences[i];
+    sentence = j.vocabulary.encode(lines[i]);
+    if (sentence.size() <= cuts.cut_to) continue;
+    const std::size_t line = first + i + 1;
+    const std::string where =
+        input_name(j.opts) + ":" + std::to_string(line) + ": " + std::to_string(sentence.size()) + " subwords; ";
+    if (limit == 0) throw std::runtime_error(where + cuts.bound);
     if (!j.targets.empty())
-      throw std::runtime_error(where + bound + ", and a source cut short cannot be scored" +
-                               (by_positions ? "" : " (--max-input-length 0 reads it whole)"));
-    if (++input.lines_cut <= 5)
-      named += (named.empty() ? "" : ", ") + std::string("line ") + std::to_string(i + 1) + " (" +
-               std::to_string(sentence.size()) + " subwords)";
-    sentence.resize(cut_to);
+      throw std::runtime_error(where + cuts.bound + ", and a source cut short cannot be scored" +
+                               (cuts.by_positions ? "" : " (--max-input-length 0 reads it whole)"));
+    if (++cuts.count <= 5)
+      cuts.named += (cuts.named.empty() ? "" : ", ") + std::string("line ") + std::to_string(line) + " (" +
+                    std::to_string(sentence.size()) + " subwords)";
+    sentence.resize(cuts.cut_to);
   }
-  if (input.lines_cut > 0)
-    std::fprintf(stderr, "attn-translate: warning: %s: %zu line%s cut to %zu subwords (%s): %s%s%s\n",
-                 input_name(j.opts).c_str(), input.lines_cut, input.lines_cut == 1 ? "" : "s", cut_to, bound.c_str(),
-                 named.c_str(), input.lines_cut > 5 ? ", ..." : "",
-                 by_positions ? "" : "; --max-input-length 0 translates them whole");
-  return input;
+  return sentences;
 }
 
 /// --score's sentences as subword ids: their text encoded, or with --pieces their pieces looked
@@ -110,19 +120,15 @@ inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_
   return targets;
 }
 
-/// The order lines are decoded in: windows of `window` lines (0: one window), in input order,
-/// each sorted into batches of about equal length, so little is padding; longest first, so the
-/// progress line's estimate errs on the long side. A window done, its lines are written, as
-/// Marian's maxi-batches are: little is lost when decoding stops, and a pipe reads as it goes.
-inline std::vector<std::size_t> decoding_order(const std::vector<std::vector<token>>& sources, std::size_t window) {
+/// The order a window's lines are decoded in: sorted into batches of about equal length, so
+/// little is padding; longest first, so the progress line's estimate errs on the long side. A
+/// window done, its lines are written, as Marian's maxi-batches are: little is lost when decoding
+/// stops, and a pipe reads as it goes.
+inline std::vector<std::size_t> decoding_order(const std::vector<std::vector<token>>& sources) {
   std::vector<std::size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
-  if (window == 0) window = std::max<std::size_t>(order.size(), 1);
-  for (auto first = order.begin(); first != order.end();) {
-    const auto last = first + std::ptrdiff_t(std::min<std::size_t>(window, std::size_t(order.end() - first)));
-    std::stable_sort(first, last, [&](std::size_t a, std::size_t b) { return sources[a].size() > sources[b].size(); });
-    first = last;
-  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return sources[a].size() > sources[b].size(); });
   return order;
 }
 
@@ -185,8 +191,6 @@ int translate(job& j) {
   }
   const index_t max_positions =
       j.hyper.positions == nn::positional::learned ? C::max_positions : std::numeric_limits<index_t>::max() / 2;
-  const auto input = detail::encode_lines(j, max_positions);
-  const auto& sources = input.sentences;
   const auto targets = detail::encode_targets(j, max_positions);  // --score's, or none
 
   decode::search_options search;
@@ -202,81 +206,127 @@ int translate(job& j) {
   search.check();
 
   const std::size_t batch_size = std::size_t(o.batch_size);
-  const auto order = detail::decoding_order(sources, std::size_t(o.window) * batch_size);
-  std::vector<std::vector<decode::hypothesis>> results(sources.size());
-  translation_writer output(j, results);
-  progress_line progress(sources.size(), o.quiet, targets.empty() ? "translated" : "scored");
-  std::size_t first = 0;
+  const std::size_t window_lines =
+      o.window == 0 ? std::numeric_limits<std::size_t>::max() : std::size_t(o.window) * batch_size;
+  const std::optional<std::size_t> total = j.input.total();
+  translation_writer output(j, total);
+  progress_line progress(total, o.quiet, targets.empty() ? "translated" : "scored");
+  // What comes after the output, kept as windows go: the best translations' text (BLEU, chrF,
+  // samples), the sources of the samples, and the lines whose attention is drawn.
+  const bool keep_best = !j.references.empty() || o.samples > 0;
+  std::vector<std::string> best, sampled_sources;
+  std::vector<std::pair<std::vector<token>, std::vector<token>>> drawn(o.attention_dir.empty() ? 0
+                                                                         : o.attention_lines.size());
+  double log_prob = 0;
+  detail::cut_lines cuts;
+  std::size_t lines = 0;    // read, in windows before the one under way
+  std::size_t decoded = 0;  // lines decoded, windows before this one's included
+  bool stopped = false;     // by a signal, before the input's end
+  if (o.input.empty() && isatty(STDIN_FILENO) == 1)
+    std::fprintf(stderr, "attn-translate: ready: a sentence a line, each translated when entered (Ctrl-D ends)\n");
   try {
-    // A stop signal (examples/stop_signals.hpp) is heeded between batches.
-    for (; first < order.size() && examples::stop_signal().load() == 0; first += batch_size) {
-      const std::size_t last = std::min(order.size(), first + batch_size);
-      std::vector<std::vector<token>> batch;
-      std::vector<index_t> lengths;
-      for (std::size_t i = first; i < last; ++i) {
-        batch.push_back(sources[order[i]]);
-        lengths.push_back(index_t(sources[order[i]].size()));
+    // A stop signal (examples/stop_signals.hpp) is heeded between batches, and while the input
+    // is awaited.
+    while (examples::stop_signal().load() == 0) {
+      const std::vector<std::string> window = j.input.next(window_lines);
+      if (window.empty()) break;
+      if (!targets.empty() && lines + window.size() > targets.size())
+        throw std::runtime_error(input_name(o) + " has more lines than '" + o.targets.string() + "', " +
+                                 std::to_string(targets.size()));
+      const auto sources = detail::encode_lines(j, window, lines, max_positions, cuts);
+      const auto order = detail::decoding_order(sources);
+      std::vector<std::vector<decode::hypothesis>> results(sources.size());
+      output.start_window(results);
+      for (std::size_t first = 0; first < order.size() && examples::stop_signal().load() == 0; first += batch_size) {
+        const std::size_t last = std::min(order.size(), first + batch_size);
+        std::vector<std::vector<token>> batch;
+        std::vector<index_t> lengths;
+        for (std::size_t i = first; i < last; ++i) {
+          batch.push_back(sources[order[i]]);
+          lengths.push_back(index_t(sources[order[i]].size()));
+        }
+        decode::kv_cache_decoder<float, C, Device> scorer(model, batch, search.eos);
+        if (!targets.empty()) {
+          std::vector<std::vector<token>> given;
+          for (std::size_t i = first; i < last; ++i) given.push_back(targets[lines + order[i]]);
+          auto scored = decode::score_targets(scorer, given, search);
+          for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(scored[i - first])};
+        } else if (o.greedy) {
+          auto found = decode::greedy_search(scorer, lengths, search);
+          for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(found[i - first])};
+        } else {
+          auto found = decode::beam_search(scorer, lengths, search);
+          for (std::size_t i = first; i < last; ++i) results[order[i]] = std::move(found[i - first]);
+        }
+        output.finished(std::span<const std::size_t>(order).subspan(first, last - first));
+        std::size_t tokens = 0;
+        for (std::size_t i = first; i < last; ++i) tokens += results[order[i]].front().tokens.size() + 1;
+        decoded += last - first;
+        progress.advance(last - first, tokens);
       }
-      decode::kv_cache_decoder<float, C, Device> scorer(model, batch, search.eos);
-      if (!targets.empty()) {
-        std::vector<std::vector<token>> given;
-        for (std::size_t i = first; i < last; ++i) given.push_back(targets[order[i]]);
-        auto scored = decode::score_targets(scorer, given, search);
-        for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(scored[i - first])};
-      } else if (o.greedy) {
-        auto found = decode::greedy_search(scorer, lengths, search);
-        for (std::size_t i = first; i < last; ++i) results[order[i]] = {std::move(found[i - first])};
-      } else {
-        auto found = decode::beam_search(scorer, lengths, search);
-        for (std::size_t i = first; i < last; ++i) results[order[i]] = std::move(found[i - first]);
+      if (examples::stop_signal().load() != 0 && decoded < lines + window.size()) {  // within the window
+        stopped = true;
+        break;
       }
-      output.finished(std::span<const std::size_t>(order).subspan(first, last - first));
-      std::size_t tokens = 0;
-      for (std::size_t i = first; i < last; ++i) tokens += results[order[i]].front().tokens.size() + 1;
-      progress.advance(last - first, tokens);
+      for (std::size_t i = 0; i < window.size(); ++i) {
+        const auto& found = results[i].front();
+        log_prob += found.log_prob;
+        if (keep_best) best.push_back(j.vocabulary.decode(found.tokens));
+        if (o.samples > 0) sampled_sources.push_back(window[i]);
+        for (std::size_t k = 0; k < drawn.size(); ++k)
+          if (std::size_t(o.attention_lines[k]) == lines + i + 1) drawn[k] = {sources[i], found.tokens};
+      }
+      lines += window.size();
     }
   } catch (const std::exception& e) {
     progress.stop();
     throw std::runtime_error(std::string(e.what()) + "\nattn-translate: " + output.keep_partial());
   }
+  cuts.warn(j);
   const int signal = examples::stop_signal().load();
   const char* signal_name = signal == SIGINT ? "SIGINT" : "SIGTERM";
   const char* verb = targets.empty() ? "translated" : "scored";
-  if (first < order.size()) {  // stopped by a signal
+  // Stopped by a signal before the input's end: within a window (above), or at a window's end,
+  // or while the input was awaited (a pipe's or a terminal's).
+  if (signal != 0 && !stopped) stopped = total ? lines < *total : !j.input.ended();
+  if (stopped) {
     progress.stop();
-    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu of %zu lines: %s\n", signal_name, verb, first,
-                 order.size(), output.keep_partial().c_str());
+    const std::string of = total ? " of " + std::to_string(*total) : std::string();
+    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu%s lines: %s\n", signal_name, verb, decoded,
+                 of.c_str(), output.keep_partial().c_str());
     return 128 + signal;
   }
   const double seconds = progress.finish();
   output.commit();
+  // A pipe's lines are counted at its end: --bleu's, --score's and --attention-lines' checks.
+  if (!total) {
+    for (auto [file, given] : {std::pair{&o.references, &j.references}, std::pair{&o.targets, &j.targets}})
+      if (!file->empty() && given->size() != lines)
+        throw std::runtime_error(line_counts_differ(*file, given->size(), o, lines));
+    if (!o.attention_dir.empty())
+      if (const std::string past = lines_past_input(o, lines); !past.empty()) throw std::runtime_error(past);
+  }
   if (signal != 0) {  // after the last batch: the output is whole, and what comes after it is left
     std::fprintf(stderr, "attn-translate: stopped by %s having %s all %zu lines, before scores and pictures\n",
-                 signal_name, verb, order.size());
+                 signal_name, verb, lines);
     return 128 + signal;
   }
-
-  // The text of each best translation: what BLEU, chrF and the samples read.
-  std::vector<std::string> best(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i) best[i] = j.vocabulary.decode(results[i].front().tokens);
 
   nlohmann::json scores = {
       {"model", j.model_name},
       {"search", o.greedy ? "greedy" : "beam"},
       {"beam", search.beam},
       {"alpha", search.alpha},
-      {"sentences", sources.size()},
-      {"input_lines_cut", input.lines_cut},  // to --max-input-length or learned positions' table
+      {"sentences", lines},
+      {"input_lines_cut", cuts.count},  // to --max-input-length or learned positions' table
       {"output_tokens", progress.tokens()},
       {"seconds", seconds},
-      {"sentences_per_second", double(sources.size()) / seconds},
+      {"sentences_per_second", double(lines) / seconds},
       {"tokens_per_second", double(progress.tokens()) / seconds},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
   };
   // The log-probability of what was written (the best translations, or --score's sentences):
   // exp(-log P / tokens) is --score's perplexity, what attn-train reports on validation data.
-  double log_prob = 0;
-  for (const auto& r : results) log_prob += r.front().log_prob;
   const double per_token = log_prob / double(std::max<std::size_t>(progress.tokens(), 1));
   scores["log_prob"] = log_prob;
   scores["log_prob_per_token"] = per_token;
@@ -285,7 +335,7 @@ int translate(job& j) {
     scores["beam"] = nullptr;
     scores["perplexity"] = std::exp(-per_token);
     std::fprintf(stderr, "scored %zu sentences, %zu subwords with their end symbols: log-probability %.4f, %.4f a "
-                 "subword, perplexity %.4f\n", sources.size(), progress.tokens(), log_prob, per_token,
+                 "subword, perplexity %.4f\n", lines, progress.tokens(), log_prob, per_token,
                  std::exp(-per_token));
   }
   if (!j.references.empty()) {
@@ -300,22 +350,19 @@ int translate(job& j) {
     scores["precisions"] = bleu.precisions;
     scores["chrf"] = chrf.score;
   }
-  if (o.samples > 0) print_samples(j, best);
+  if (o.samples > 0) print_samples(j, sampled_sources, best);
   if (!o.scores.empty()) write_json_atomically(o.scores, scores);
 
   if (!o.attention_dir.empty()) {
     std::filesystem::create_directories(o.attention_dir);
-    std::size_t drawn = 0;
-    for (int line : o.attention_lines) {
+    for (std::size_t k = 0; k < drawn.size(); ++k) {
       // Each line's pictures take a pass of the model: a stop is heeded between them.
       if (const int stop = examples::stop_signal().load(); stop != 0) {
         std::fprintf(stderr, "attn-translate: stopped by %s having drawn the pictures of %zu of %zu line(s) in %s\n",
-                     stop == SIGINT ? "SIGINT" : "SIGTERM", drawn, o.attention_lines.size(), o.attention_dir.c_str());
+                     stop == SIGINT ? "SIGINT" : "SIGTERM", k, drawn.size(), o.attention_dir.c_str());
         return 128 + stop;
       }
-      const std::size_t i = std::size_t(line - 1);
-      detail::draw_attention(j, model, sources[i], results[i].front().tokens, line);
-      ++drawn;
+      detail::draw_attention(j, model, drawn[k].first, drawn[k].second, o.attention_lines[k]);
     }
     std::fprintf(stderr, "attention pictures of %zu line(s) in %s\n", o.attention_lines.size(),
                  o.attention_dir.c_str());

@@ -9,6 +9,7 @@ attention pictures, and the errors it promises to report.
 
 import json
 import os
+import pty
 import re
 import resource
 import shutil
@@ -78,6 +79,17 @@ def score(model, data, name, *args, threads=2):
     lines = output.read_text().splitlines()
     references = (data / "valid.tgt").read_text().splitlines()
     return dict(json.loads(scores.read_text()), exact=sum(a == b for a, b in zip(lines, references))), lines, done
+
+
+def read_line_within(stream, seconds):
+    """The next line of a pipe from a child (without its '\\n'), or a failure after `seconds`."""
+    found = []
+    reader = threading.Thread(target=lambda: found.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if not found:
+        raise AssertionError(f"no line within {seconds} s")
+    return found[0].rstrip("\n")
 
 
 def write_work(name, data, mode="w"):
@@ -407,6 +419,64 @@ class Stopping(unittest.TestCase):
         expected = self.expected("--greedy")
         self.assertEqual(output.read_text().splitlines(), [expected[i % 100] for i in range(lines)])
 
+    def test_a_pipe_is_translated_as_its_lines_come(self):
+        lines = toy("valid.src").read_text().splitlines()
+        expected = self.expected("--greedy")
+        with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy", "--batch-size", "4",
+                               "--window", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, bufsize=1) as process:
+            for first in (0, 4):  # a window of 4 lines in, its 4 translations out, the input still open
+                process.stdin.write("".join(line + "\n" for line in lines[first:first + 4]))
+                process.stdin.flush()
+                self.assertEqual([read_line_within(process.stdout, 60) for _ in range(4)], expected[first:first + 4])
+            process.stdin.write(lines[8] + "\n")
+            process.stdin.close()  # the end: the last, short window
+            rest = process.stdout.read()
+            progress = process.stderr.read()
+        self.assertEqual(process.returncode, 0, progress)
+        self.assertEqual(rest.splitlines(), [expected[8]])
+        self.assertIn("\n9 sentences, ", progress)
+        self.assertNotRegex(progress, "(?m)^translated ")  # a pipe's progress: every 10 s
+
+    def test_a_terminal_s_lines_are_translated_one_by_one(self):
+        lines, expected = toy("valid.src").read_text().splitlines(), self.expected("--greedy")
+        terminal, typed = pty.openpty()  # the program reads `typed`, a terminal; this test types into the other end
+        try:
+            with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy"], stdin=typed,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+                os.close(typed)
+                typed = None
+                for line, translation in zip(lines[:2], expected[:2]):  # batches of 1, windows of 1
+                    os.write(terminal, (line + "\n").encode())
+                    self.assertEqual(read_line_within(process.stdout, 60), translation)
+                os.write(terminal, b"\x04")  # Ctrl-D: the end
+                messages = process.stderr.read()
+                process.wait(timeout=30)
+        finally:
+            os.close(terminal)
+            if typed is not None:
+                os.close(typed)
+        self.assertEqual(process.returncode, 0, messages)
+        self.assertIn("attn-translate: ready: a sentence a line", messages)
+        self.assertNotIn("sentences", messages)  # no progress line between a terminal's lines
+
+    def test_a_stop_while_a_pipe_is_awaited(self):
+        lines = toy("valid.src").read_text().splitlines()
+        with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy", "--batch-size", "4",
+                               "--window", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, bufsize=1) as process:
+            process.stdin.write("".join(line + "\n" for line in lines[:6]))  # a window and a half
+            process.stdin.flush()
+            written = [read_line_within(process.stdout, 60) for _ in range(4)]  # the first window's
+            process.send_signal(signal.SIGINT)  # while the second window waits for its last 2 lines
+            process.wait(timeout=30)  # the input still open
+            rest = process.stderr.read()
+            process.stdin.close()
+        self.assertEqual(process.returncode, -signal.SIGINT, rest)
+        self.assertIn("stopped by SIGINT having translated 4 lines: the first 4 lines' translations are written to "
+                      "standard output", rest)
+        self.assertEqual(written, self.expected("--greedy")[:4])
+
     def test_a_shell_loop_stops_with_it(self):
         # A terminal's Ctrl-C reaches its whole foreground process group, here bash and
         # attn-translate. bash goes on after a command that exits with status 130, and stops
@@ -537,12 +607,19 @@ class Errors(unittest.TestCase):
     def test_references_must_match_the_input_line_for_line(self):
         path = self.write("two.txt", "AX\nBY\n")
         done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--bleu", path, expect=1)
-        self.assertIn("has 2 lines but", done.stderr)
+        self.assertIn(f"'{path}' has 2 lines but {toy('valid.src')} has 100", done.stderr)
+        self.assertEqual(done.stdout, "")  # a file is counted before decoding
+        # A pipe is counted at its end: its translations are out, then the error.
+        done = translate("--run", MODEL_DIR, "--greedy", "--bleu", path, input=toy("valid.src").read_text(), expect=1)
+        self.assertIn(f"'{path}' has 2 lines but standard input has 100", done.stderr)
+        self.assertEqual(len(done.stdout.splitlines()), 100)
+        self.assertNotIn("BLEU", done.stderr)
 
     def test_attention_lines_past_the_input_are_refused(self):
-        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--attention-png", WORK / "x",
-                         "--attention-lines", 101, expect=1)
-        self.assertIn("line 101 is past the input's 100 lines", done.stderr)
+        for where in ({}, {"input": toy("valid.src").read_text()}):
+            done = translate("--run", MODEL_DIR, *([] if where else ["--input", toy("valid.src")]), "--attention-png",
+                             WORK / "x", "--attention-lines", 101, expect=1, **where)
+            self.assertIn("line 101 is past the input's 100 lines", done.stderr)
 
     def test_a_run_without_checkpoints_and_a_damaged_checkpoint(self):
         empty = WORK / "empty-run"
