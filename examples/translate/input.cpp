@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
 #include <attn/train/data.hpp>
 
@@ -17,6 +18,12 @@ namespace {
 constexpr std::size_t read_size = std::size_t{1} << 16;
 // How long a wait for a pipe or a terminal lasts before a stop signal is looked for again.
 constexpr int stop_check_ms = 100;
+// Lines at hand are handed out when the input pauses this long, or has held them this long: a
+// writer that pauses (a person, a program between its outputs) has its lines translated at once,
+// and one that writes without pause (cat) fills the window, whose sort into batches of equal
+// length is what makes decoding fast.
+constexpr int pause_ms = 50;
+constexpr auto longest_hold = std::chrono::seconds(1);
 }  // namespace
 
 input_lines::~input_lines() {
@@ -55,6 +62,11 @@ void input_lines::rewind() {
   ended_ = false;
 }
 
+bool input_lines::waiting(int milliseconds) const {
+  pollfd ready{fd_, POLLIN, 0};
+  return ::poll(&ready, 1, milliseconds) == 0;
+}
+
 bool input_lines::fill() {
   if (first_ > 0) {  // drop what was handed out
     pending_.erase(0, first_);
@@ -62,12 +74,14 @@ bool input_lines::fill() {
     first_ = 0;
   }
   for (;;) {
+    // Before each wait, not only after an idle one: a pipe that keeps writing slowly would
+    // otherwise hold a stop back until a window is full.
+    if (examples::stop_signal().load() != 0) return false;
     pollfd ready{fd_, POLLIN, 0};
     const int polled = ::poll(&ready, 1, stop_check_ms);
-    if (polled == 0 || (polled < 0 && errno == EINTR)) {
-      if (examples::stop_signal().load() != 0) return false;
-      continue;
-    }
+    if (polled < 0 && errno != EINTR && errno != EAGAIN)
+      throw train::data_error("cannot wait for " + name_ + ": " + train::detail::errno_message(errno));
+    if (polled <= 0) continue;
     const std::size_t size = pending_.size();
     pending_.resize(size + read_size);
     const ssize_t got = ::read(fd_, pending_.data() + size, read_size);
@@ -83,6 +97,7 @@ bool input_lines::fill() {
 }
 
 std::vector<std::string> input_lines::next(std::size_t count) {
+  const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> lines;
   const auto take = [&](std::size_t end, std::size_t next) {
     lines.push_back(train::detail::finish_text_line(pending_.substr(first_, end - first_), ++read_, name_));
@@ -98,6 +113,9 @@ std::vector<std::string> input_lines::next(std::size_t count) {
       if (first_ < pending_.size()) take(pending_.size(), pending_.size());
       break;
     }
+    // The lines at hand, rather than a wait for more, when a pipe or a terminal pauses (a file
+    // never does).
+    if (!lines.empty() && (std::chrono::steady_clock::now() - start > longest_hold || waiting(pause_ms))) break;
     if (!fill() && !ended_) break;  // stopped while waiting
   }
   return lines;

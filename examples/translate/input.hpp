@@ -1,6 +1,7 @@
-// attn-translate's input, read as decoding goes: a window of lines at a time. So the program is
-// a filter: a line typed at a terminal or written to a pipe is translated without waiting for
-// the end of the input, and only a window's lines are held at once.
+// attn-translate's input, read as decoding goes: a window of lines at a time, or what a pipe
+// has written before it pauses. So the program is a filter: a line typed at a terminal or written
+// to a pipe is translated without waiting for the end of the input or for a window's worth, and
+// only a window's lines are held at once.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +26,10 @@ class input_lines {
 
   /// Opens `path`, or standard input when it is empty.
   void open(const std::filesystem::path& path);
-  /// Up to `count` more lines; fewer at the end of the input, none after it. While it waits for
-  /// a pipe or a terminal it heeds a stop signal (examples/stop_signals.hpp): it returns the
-  /// lines it has then.
+  /// Up to `count` more lines; fewer at the end of the input, none after it. From a pipe or a
+  /// terminal, those it has once the input pauses or has held them a while (at least one, unless
+  /// the input ends or a stop comes first). While it waits it heeds a stop signal
+  /// (examples/common/stop_signals.hpp): it returns the lines it has then.
   std::vector<std::string> next(std::size_t count);
   /// How many lines the input holds, where that is known before its end (a regular file).
   std::optional<std::size_t> total() const { return total_; }
@@ -41,6 +43,8 @@ class input_lines {
  private:
   /// Reads more of the input into pending_; false at its end, or when a stop came first.
   bool fill();
+  /// Whether nothing comes to read within `milliseconds` (a pipe or a terminal; a file always has).
+  bool waiting(int milliseconds) const;
   /// Back to the first line (a regular file, after counting it).
   void rewind();
 

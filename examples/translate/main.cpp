@@ -240,8 +240,9 @@ int run(options o) {
     if (j.input.total() && lines->size() != *j.input.total())  // else when the input ends
       throw std::runtime_error(translator::line_counts_differ(*file, lines->size(), o, *j.input.total()));
   }
-  // From here a first Ctrl-C stops after the batch decoding is on, keeping what is done; before
-  // (while standard input is read, say), it ends the program, which has nothing to keep yet.
+  // From here a first Ctrl-C stops after the batch decoding is on, or while the input is
+  // awaited, keeping what is done; before (while an input file is counted, say), it ends the
+  // program, which has nothing to keep yet.
   examples::take_stop_signals(std::string(isatty(STDERR_FILENO) == 1 ? "\n" : "") +
                               "attn-translate: stopping after this batch, keeping the lines done (again to stop at once)\n");
   if (!o.attention_dir.empty() && j.input.total())  // else when the input ends

@@ -146,16 +146,19 @@ std::string translation_writer::keep_partial() {
 
 std::string translation_writer::keep_written() {
   const std::size_t done = window_first_ + std::size_t(std::count(done_.begin(), done_.end(), true));
-  const std::string first = "the first " + std::to_string(written_) +
-                            (total_ ? " of " + std::to_string(*total_) : std::string()) + " lines' translations";
+  const bool one = written_ == 1 && !total_;
+  const std::string first = one ? "the first line's translation"
+                                : "the first " + std::to_string(written_) +
+                                      (total_ ? " of " + std::to_string(*total_) : std::string()) + " lines' translations";
+  const std::string are = one ? " is" : " are", were = one ? " was" : " were", them = one ? " it" : " them";
   const std::string out_of_order =
       done > written_ ? " (" + std::to_string(done - written_) + " more, translated out of order, are not)" : "";
   const std::string where = file_ ? j_.opts.output.string() : std::string("standard output");
   if (!file_ || file_->in_place()) {
-    if (failed_) return first + " were written to " + where + " before a write failed";
+    if (failed_) return first + were + " written to " + where + " before a write failed";
     if (file_) file_->commit();  // closed
     if (written_ == 0) return "no translation was written to " + where + out_of_order;
-    return first + " are written to " + where + out_of_order;
+    return first + are + " written to " + where + out_of_order;
   }
   if (failed_) return "no translation is kept: writing them failed";
   if (written_ == 0) {
@@ -166,17 +169,23 @@ std::string translation_writer::keep_written() {
   try {
     file_->commit_as(partial_);
   } catch (const std::exception& e) {
-    return first + " are left in " + file_->release_temporary().string() + ": keeping them as " + partial_.string() +
+    return first + are + " left in " + file_->release_temporary().string() + ": keeping" + them + " as " + partial_.string() +
            " failed (" + e.what() + ")";
   }
-  return first + " are kept in " + partial_.string() + out_of_order;
+  return first + are + " kept in " + partial_.string() + out_of_order;
 }
 
-void print_samples(const job& j, const std::vector<std::string>& sources, const std::vector<std::string>& best) {
-  const std::size_t count = std::min<std::size_t>(std::size_t(j.opts.samples), best.size());
-  for (std::size_t k = 0; k < count; ++k) {
-    const std::size_t i = k * best.size() / count;
-    std::fprintf(stderr, "\n[line %zu]\n  source:      %s\n", i + 1, sources[i].c_str());
+std::vector<std::size_t> sample_lines(std::size_t count, std::size_t lines) {
+  count = std::min(count, lines);
+  std::vector<std::size_t> chosen;
+  for (std::size_t k = 0; k < count; ++k) chosen.push_back(k * lines / count);
+  return chosen;
+}
+
+void print_samples(const job& j, const std::map<std::size_t, std::string>& sources,
+                   const std::vector<std::string>& best) {
+  for (const std::size_t i : sample_lines(std::size_t(j.opts.samples), best.size())) {
+    std::fprintf(stderr, "\n[line %zu]\n  source:      %s\n", i + 1, sources.at(i).c_str());
     if (!j.references.empty()) std::fprintf(stderr, "  reference:   %s\n", j.references[i].c_str());
     std::fprintf(stderr, "  translation: %s\n", best[i].c_str());
   }

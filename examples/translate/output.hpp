@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,8 +93,13 @@ class translation_writer {
   bool failed_ = false;                     // a write failed: what the file holds is unknown
 };
 
-/// A few lines, evenly spread over the input: source, reference and translation.
-void print_samples(const job& j, const std::vector<std::string>& sources, const std::vector<std::string>& best);
+/// The `count` lines (from 0) that --samples shows of an input of `lines`: evenly spread.
+std::vector<std::size_t> sample_lines(std::size_t count, std::size_t lines);
+
+/// A few lines, evenly spread over the input (sample_lines): source, reference and translation;
+/// `sources` holds at least those lines.
+void print_samples(const job& j, const std::map<std::size_t, std::string>& sources,
+                   const std::vector<std::string>& best);
 
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& value);
 

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -214,7 +216,13 @@ int translate(job& j) {
   // What comes after the output, kept as windows go: the best translations' text (BLEU, chrF,
   // samples), the sources of the samples, and the lines whose attention is drawn.
   const bool keep_best = !j.references.empty() || o.samples > 0;
-  std::vector<std::string> best, sampled_sources;
+  std::vector<std::string> best;
+  // The samples' sources: of a file, the lines print_samples will choose; of a pipe, every line,
+  // since which are chosen depends on the count at its end.
+  std::map<std::size_t, std::string> sampled_sources;
+  std::set<std::size_t> sampled;
+  if (o.samples > 0 && total)
+    for (const std::size_t line : sample_lines(std::size_t(o.samples), *total)) sampled.insert(line);
   std::vector<std::pair<std::vector<token>, std::vector<token>>> drawn(o.attention_dir.empty() ? 0
                                                                          : o.attention_lines.size());
   double log_prob = 0;
@@ -229,7 +237,7 @@ int translate(job& j) {
     // is awaited.
     while (examples::stop_signal().load() == 0) {
       const std::vector<std::string> window = j.input.next(window_lines);
-      if (window.empty()) break;
+      if (window.empty() || examples::stop_signal().load() != 0) break;  // a stop while they were read: left
       if (!targets.empty() && lines + window.size() > targets.size())
         throw std::runtime_error(input_name(o) + " has more lines than '" + o.targets.string() + "', " +
                                  std::to_string(targets.size()));
@@ -272,12 +280,17 @@ int translate(job& j) {
         const auto& found = results[i].front();
         log_prob += found.log_prob;
         if (keep_best) best.push_back(j.vocabulary.decode(found.tokens));
-        if (o.samples > 0) sampled_sources.push_back(window[i]);
+        if (o.samples > 0 && (!total || sampled.contains(lines + i))) sampled_sources.emplace(lines + i, window[i]);
         for (std::size_t k = 0; k < drawn.size(); ++k)
           if (std::size_t(o.attention_lines[k]) == lines + i + 1) drawn[k] = {sources[i], found.tokens};
       }
       lines += window.size();
     }
+    // A file is counted when opened (input_lines::open): one that changed since is not the input
+    // that was checked against --bleu's and --score's files.
+    if (total && examples::stop_signal().load() == 0 && lines != *total)
+      throw std::runtime_error(input_name(o) + " changed while it was read: " + std::to_string(*total) +
+                               " lines when opened, " + std::to_string(lines) + " read");
   } catch (const std::exception& e) {
     progress.stop();
     throw std::runtime_error(std::string(e.what()) + "\nattn-translate: " + output.keep_partial());
@@ -292,8 +305,8 @@ int translate(job& j) {
   if (stopped) {
     progress.stop();
     const std::string of = total ? " of " + std::to_string(*total) : std::string();
-    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu%s lines: %s\n", signal_name, verb, decoded,
-                 of.c_str(), output.keep_partial().c_str());
+    std::fprintf(stderr, "attn-translate: stopped by %s having %s %zu%s %s: %s\n", signal_name, verb, decoded,
+                 of.c_str(), decoded == 1 && !total ? "line" : "lines", output.keep_partial().c_str());
     return 128 + signal;
   }
   const double seconds = progress.finish();

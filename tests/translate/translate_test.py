@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import zlib
 from pathlib import Path
@@ -422,60 +423,86 @@ class Stopping(unittest.TestCase):
     def test_a_pipe_is_translated_as_its_lines_come(self):
         lines = toy("valid.src").read_text().splitlines()
         expected = self.expected("--greedy")
-        with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy", "--batch-size", "4",
-                               "--window", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, bufsize=1) as process:
-            for first in (0, 4):  # a window of 4 lines in, its 4 translations out, the input still open
-                process.stdin.write("".join(line + "\n" for line in lines[first:first + 4]))
-                process.stdin.flush()
-                self.assertEqual([read_line_within(process.stdout, 60) for _ in range(4)], expected[first:first + 4])
-            process.stdin.write(lines[8] + "\n")
-            process.stdin.close()  # the end: the last, short window
-            rest = process.stdout.read()
-            progress = process.stderr.read()
+        # The default batches (32) and windows (100 batches): a pipe's lines go when it pauses.
+        with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              bufsize=1) as process:
+            try:
+                for first in (0, 3):  # 3 lines in, their 3 translations out, the input still open
+                    process.stdin.write("".join(line + "\n" for line in lines[first:first + 3]))
+                    process.stdin.flush()
+                    self.assertEqual([read_line_within(process.stdout, 60) for _ in range(3)],
+                                     expected[first:first + 3])
+                # The end: a last line without '\n', and standard input closed.
+                rest, progress = process.communicate(input=lines[6], timeout=60)
+            finally:
+                process.kill()
         self.assertEqual(process.returncode, 0, progress)
-        self.assertEqual(rest.splitlines(), [expected[8]])
-        self.assertIn("\n9 sentences, ", progress)
-        self.assertNotRegex(progress, "(?m)^translated ")  # a pipe's progress: every 10 s
+        self.assertEqual(rest.splitlines(), [expected[6]])
+        self.assertIn("\n7 sentences, ", progress)
 
     def test_a_terminal_s_lines_are_translated_one_by_one(self):
         lines, expected = toy("valid.src").read_text().splitlines(), self.expected("--greedy")
         terminal, typed = pty.openpty()  # the program reads `typed`, a terminal; this test types into the other end
+        process = subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy"], stdin=typed,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.close(typed)
         try:
-            with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy"], stdin=typed,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
-                os.close(typed)
-                typed = None
-                for line, translation in zip(lines[:2], expected[:2]):  # batches of 1, windows of 1
-                    os.write(terminal, (line + "\n").encode())
-                    self.assertEqual(read_line_within(process.stdout, 60), translation)
-                os.write(terminal, b"\x04")  # Ctrl-D: the end
-                messages = process.stderr.read()
-                process.wait(timeout=30)
+            for line, translation in zip(lines[:2], expected[:2]):  # batches of 1, windows of 1
+                os.write(terminal, (line + "\n").encode())
+                self.assertEqual(read_line_within(process.stdout, 60), translation)
+            os.write(terminal, b"\x04")  # Ctrl-D: the end
+            _, messages = process.communicate(timeout=60)
         finally:
+            process.kill()  # a failure above must not leave it waiting for the terminal
+            process.communicate()
             os.close(terminal)
-            if typed is not None:
-                os.close(typed)
         self.assertEqual(process.returncode, 0, messages)
         self.assertIn("attn-translate: ready: a sentence a line", messages)
         self.assertNotIn("sentences", messages)  # no progress line between a terminal's lines
 
-    def test_a_stop_while_a_pipe_is_awaited(self):
+    def test_a_stop_while_a_pipe_is_awaited_or_writes_slowly(self):
         lines = toy("valid.src").read_text().splitlines()
-        with subprocess.Popen([str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy", "--batch-size", "4",
-                               "--window", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, bufsize=1) as process:
-            process.stdin.write("".join(line + "\n" for line in lines[:6]))  # a window and a half
-            process.stdin.flush()
-            written = [read_line_within(process.stdout, 60) for _ in range(4)]  # the first window's
-            process.send_signal(signal.SIGINT)  # while the second window waits for its last 2 lines
-            process.wait(timeout=30)  # the input still open
-            rest = process.stderr.read()
-            process.stdin.close()
+        command = [str(TRANSLATE), "--threads", "2", "--run", str(MODEL_DIR), "--greedy"]
+        # Awaited: 4 lines translated, then Ctrl-C with the pipe open and silent.
+        with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, bufsize=1) as process:
+            try:
+                process.stdin.write("".join(line + "\n" for line in lines[:4]))
+                process.stdin.flush()
+                written = [read_line_within(process.stdout, 60) for _ in range(4)]
+                process.send_signal(signal.SIGINT)
+                process.wait(timeout=30)  # the input still open
+                rest = process.stderr.read()
+            finally:
+                process.kill()
         self.assertEqual(process.returncode, -signal.SIGINT, rest)
         self.assertIn("stopped by SIGINT having translated 4 lines: the first 4 lines' translations are written to "
                       "standard output", rest)
         self.assertEqual(written, self.expected("--greedy")[:4])
+
+        # A line every 20 ms, never a pause of 50: the stop is heeded while the window fills.
+        with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, bufsize=1) as process:
+            def feed():
+                try:
+                    for i in range(3000):  # a minute at most
+                        process.stdin.write(lines[i % 100] + "\n")
+                        process.stdin.flush()
+                        time.sleep(0.02)
+                except (BrokenPipeError, ValueError, OSError):
+                    pass  # the program ended
+            feeder = threading.Thread(target=feed, daemon=True)
+            feeder.start()
+            try:
+                read_line_within(process.stdout, 60)  # a second's lines (the longest hold) are out
+                process.send_signal(signal.SIGINT)
+                process.wait(timeout=10)
+                rest = process.stderr.read()
+            finally:
+                process.kill()
+        self.assertEqual(process.returncode, -signal.SIGINT, rest)
+        self.assertRegex(rest, r"stopped by SIGINT having translated \d+ lines?")
 
     def test_a_shell_loop_stops_with_it(self):
         # A terminal's Ctrl-C reaches its whole foreground process group, here bash and
