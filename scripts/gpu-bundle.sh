@@ -82,4 +82,7 @@ if [[ -f data/bible/train.en && -f data/bible/train.es ]]; then
   text=$(dirname "$file")/text.tar.xz
   tar -C data/bible -cf - train.en train.es | xz -T1 -9 > "$text"
   echo "gpu-bundle: data/bible's training pairs, $(du -h "$text" | cut -f1) in $text (ATTN_GPU_TEXT=$text scripts/gpu.sh)"
+  if (( $(stat -c %s "$file") + $(stat -c %s "$text") > 64 << 20 )); then
+    echo "gpu-bundle: warning: with $text, over the 64 MiB a call to the device tool carries" >&2
+  fi
 fi

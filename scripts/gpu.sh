@@ -54,6 +54,10 @@
 #                                       (ATTN_GPU_RACECHECK_LIMIT s each, 120)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/usage.sh" "$@"
+# Paths given in the environment are the caller's: resolved before moving to the repository.
+for variable in ATTN_GPU_PREBUILT ATTN_GPU_TEXT ATTN_GPU_OUT ATTN_DEPS; do
+  [[ -n ${!variable:-} ]] && export "$variable=$(realpath -m -- "${!variable}")"
+done
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 heading() { printf '\n=== %s\n' "$*"; }
@@ -134,18 +138,19 @@ summary=$report/summary.md
 # the toy corpus).
 text_options=()
 text_label="the toy corpus"
+# train_vs_torch.py's own default where this checkout has the Bible (the profile keeps the toy corpus)
+[[ -f data/bible/train.en ]] && text_label="data/bible (train_vs_torch.py's default; the profile: the toy corpus)"
 if [[ -n ${ATTN_GPU_TEXT:-} ]]; then
-  text=$ATTN_GPU_TEXT
-  if [[ -f $text ]]; then
-    rm -rf "$report/text" && mkdir -p "$report/text" && tar -xf "$text" -C "$report/text" \
-      || die "ATTN_GPU_TEXT=$text: cannot unpack it"
-    text=$report/text
+  text_dir=$ATTN_GPU_TEXT
+  if [[ -f $text_dir ]]; then
+    rm -rf "$report/text" && mkdir -p "$report/text" && tar -xf "$text_dir" -C "$report/text" \
+      || die "ATTN_GPU_TEXT=$text_dir: cannot unpack it"
+    text_dir=$report/text
   fi
-  [[ -f $text/train.en && -f $text/train.es ]] \
+  [[ -f $text_dir/train.en && -f $text_dir/train.es ]] \
     || die "ATTN_GPU_TEXT=$ATTN_GPU_TEXT holds no train.en and train.es"
-  text=$(cd "$text" && pwd)
-  text_options=(--src "$text/train.en" --tgt "$text/train.es")
-  text_label="$(wc -l < "$text/train.en") pairs of $ATTN_GPU_TEXT"
+  text_options=(--src "$text_dir/train.en" --tgt "$text_dir/train.es")
+  text_label="$(wc -l < "$text_dir/train.en") pairs of $ATTN_GPU_TEXT"
 fi
 
 heading "device"
