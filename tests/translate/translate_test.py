@@ -441,6 +441,23 @@ class Stopping(unittest.TestCase):
         self.assertEqual(rest.splitlines(), [expected[6]])
         self.assertIn("\n7 sentences, ", progress)
 
+    def test_a_file_a_redirected_file_and_a_pipe_read_alike(self):
+        lines = toy("valid.src").read_text().splitlines()[:3]
+        # A byte-order mark, CRLF line ends and a last line without one.
+        data = ("\ufeff" + "\r\n".join(lines)).encode()
+        path = write_work("crlf.src", data, mode="wb")
+        args = ["--run", MODEL_DIR, "--greedy", "--quiet"]
+        from_file = translate(*args, "--input", path).stdout
+        self.assertEqual(from_file.splitlines(), self.expected("--greedy")[:3])
+        with open(path, "rb") as f:
+            self.assertEqual(translate(*args, stdin=f).stdout, from_file)  # a regular file: counted first
+        self.assertEqual(translate(*args, input=data.decode()).stdout, from_file)  # a pipe
+        # Standard input past a file's first line: the rest of it, counted from there.
+        rest = subprocess.run(["bash", "-c", 'f=$1; shift; { read -r first; "$0" --threads 2 "$@"; } < "$f"', str(TRANSLATE),
+                               str(path)] + [str(a) for a in args], capture_output=True, text=True, timeout=600)
+        self.assertEqual(rest.returncode, 0, rest.stderr)
+        self.assertEqual(rest.stdout.splitlines(), from_file.splitlines()[1:])
+
     def test_a_terminal_s_lines_are_translated_one_by_one(self):
         lines, expected = toy("valid.src").read_text().splitlines(), self.expected("--greedy")
         terminal, typed = pty.openpty()  # the program reads `typed`, a terminal; this test types into the other end
