@@ -39,6 +39,7 @@ struct options {
   bool quiet = false;
   bool with_scores = false;  // every output line "i ||| text ||| score ||| log-prob ||| per token"
   bool pieces = false;       // subword pieces instead of text, out and (for --score) in
+  bool resume = false;       // go on from --output's FILE.partial, which a stopped run kept
 };
 
 struct job {

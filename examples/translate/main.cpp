@@ -65,7 +65,13 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   app.add_option("--input,-i", o.input, "text to translate, one sentence a line (default: standard input)")
       ->check(CLI::ExistingFile)
       ->group(io);
-  app.add_option("--output,-o", o.output, "translations, a line each (default: standard output)")->group(io);
+  auto* output = app.add_option("--output,-o", o.output, "translations, a line each (default: standard output)")
+                     ->group(io);
+  app.add_flag("--resume", o.resume,
+               "go on from FILE.partial, which a run stopped while writing --output FILE kept:\n"
+               "its lines are the first input lines' translations, and the rest follow them")
+      ->needs(output)
+      ->group(io);
   app.add_option("--bleu", o.references, "reference translations: print BLEU and chrF (sacreBLEU's defaults)")
       ->check(CLI::ExistingFile)
       ->group(io);
@@ -157,6 +163,11 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   }
   if (o.checkpoint.empty() && o.run.empty()) {
     std::fprintf(stderr, "attn-translate: give --checkpoint FILE or --run DIR (see --help)\n");
+    return 2;
+  }
+  if (o.resume && (o.nbest > 1 || o.with_scores || !o.targets.empty())) {
+    std::fprintf(stderr, "attn-translate: --resume goes on from plain translations, a line each: not with %s\n",
+                 o.nbest > 1 ? "--nbest" : o.with_scores ? "--with-scores" : "--score");
     return 2;
   }
   if (o.nbest > (o.greedy ? 1 : o.beam)) {

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include <attn/train/data.hpp>
+
 namespace attn::translator {
 
 std::string input_name(const options& o) { return o.input.empty() ? "standard input" : o.input.string(); }
@@ -81,6 +83,25 @@ translation_writer::translation_writer(const job& j, std::optional<std::size_t> 
   file_.emplace(j.opts.output);
   // Beside the temporary, which is beside the file a link leads to: a rename never crosses file systems.
   if (!file_->in_place()) partial_ = file_->target().string() + ".partial";
+}
+
+std::vector<std::string> translation_writer::resume() {
+  if (partial_.empty())
+    throw std::runtime_error("--resume: " + j_.opts.output.string() +
+                             " is written in place (a device or a pipe), so no run kept a .partial of it");
+  std::error_code error;
+  if (!std::filesystem::exists(partial_, error)) return {};
+  std::vector<std::string> lines = train::detail::read_text_lines(partial_);
+  std::string text;
+  for (const std::string& line : lines) text += line + '\n';
+  try {
+    file_->write(text);
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+  written_ = window_first_ = lines.size();
+  return lines;
 }
 
 void translation_writer::start_window(const std::vector<std::vector<decode::hypothesis>>& results) {
@@ -172,7 +193,7 @@ std::string translation_writer::keep_written() {
     return first + are + " left in " + file_->release_temporary().string() + ": keeping" + them + " as " + partial_.string() +
            " failed (" + e.what() + ")";
   }
-  return first + are + " kept in " + partial_.string() + out_of_order;
+  return first + are + " kept in " + partial_.string() + out_of_order + "; --resume goes on from there";
 }
 
 std::vector<std::size_t> sample_lines(std::size_t count, std::size_t lines) {

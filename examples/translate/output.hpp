@@ -63,6 +63,10 @@ class translation_writer {
  public:
   /// `total`: the input's lines, where known before its end (for messages).
   translation_writer(const job& j, std::optional<std::size_t> total);
+  /// --resume: the lines of FILE.partial, a stopped run's translations of the input's first lines,
+  /// written first; none where there is no FILE.partial. FILE.partial itself is left as it is
+  /// until this run commits (and removes it) or stops (and replaces it with all it has).
+  std::vector<std::string> resume();
   /// The next window: its lines follow those of the windows before; `results` [its lines] is
   /// filled in as they are done, and is read until the window is written.
   void start_window(const std::vector<std::vector<decode::hypothesis>>& results);
@@ -76,6 +80,8 @@ class translation_writer {
   /// that says which lines are where, or why keeping them failed. A file is not kept after a
   /// failed write, whose content is then unknown.
   std::string keep_partial();
+  /// FILE.partial for --output FILE (empty where the output is written in place).
+  const std::filesystem::path& partial() const { return partial_; }
 
  private:
   std::string keep_written();  // keep_partial, which may throw

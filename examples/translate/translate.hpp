@@ -122,6 +122,21 @@ inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_
   return targets;
 }
 
+/// The text of a line of space-separated pieces (--pieces' output) `file`:`line` holds.
+inline std::string text_of_pieces(const job& j, const std::string& pieces, const std::filesystem::path& file,
+                                  std::size_t line) {
+  std::vector<token> tokens;
+  std::istringstream words(pieces);
+  for (std::string piece; words >> piece;) {
+    const auto id = j.vocabulary.id_of(piece);
+    if (!id)
+      throw std::runtime_error(file.string() + ":" + std::to_string(line) + ": the piece '" + piece +
+                               "' is not in the vocabulary");
+    tokens.push_back(*id);
+  }
+  return j.vocabulary.decode(tokens);
+}
+
 /// The order a window's lines are decoded in: sorted into batches of about equal length, so
 /// little is padding; longest first, so the progress line's estimate errs on the long side. A
 /// window done, its lines are written, as Marian's maxi-batches are: little is lost when decoding
@@ -212,7 +227,6 @@ int translate(job& j) {
       o.window == 0 ? std::numeric_limits<std::size_t>::max() : std::size_t(o.window) * batch_size;
   const std::optional<std::size_t> total = j.input.total();
   translation_writer output(j, total);
-  progress_line progress(total, o.quiet, targets.empty() ? "translated" : "scored");
   // What comes after the output, kept as windows go: the best translations' text (BLEU, chrF,
   // samples), the sources of the samples, and the lines whose attention is drawn.
   const bool keep_best = !j.references.empty() || o.samples > 0;
@@ -230,6 +244,36 @@ int translate(job& j) {
   std::size_t lines = 0;    // read, in windows before the one under way
   std::size_t decoded = 0;  // lines decoded, windows before this one's included
   bool stopped = false;     // by a signal, before the input's end
+  std::size_t resumed = 0;  // lines whose translations --resume took from FILE.partial
+  if (o.resume) {
+    // A failure here leaves FILE.partial as it was (the temporary it was copied to is removed).
+    const std::vector<std::string> kept = output.resume();
+    if (total && kept.size() > *total)
+      throw std::runtime_error("--resume: " + output.partial().string() + " has " + std::to_string(kept.size()) +
+                               " lines, more than " + input_name(o) + "'s " + std::to_string(*total));
+    for (std::size_t skipped = 0; skipped < kept.size();) {  // the input lines they translate
+      const std::vector<std::string> some = j.input.next(kept.size() - skipped);
+      if (some.empty())
+        throw std::runtime_error("--resume: " + input_name(o) + " ended after " + std::to_string(skipped) +
+                                 " lines, before the " + std::to_string(kept.size()) + " that " +
+                                 output.partial().string() + " translates");
+      for (std::size_t i = 0; i < some.size(); ++i)
+        if (o.samples > 0 && (!total || sampled.contains(skipped + i))) sampled_sources.emplace(skipped + i, some[i]);
+      skipped += some.size();
+    }
+    if (keep_best)
+      for (std::size_t i = 0; i < kept.size(); ++i)
+        best.push_back(o.pieces ? detail::text_of_pieces(j, kept[i], output.partial(), i + 1) : kept[i]);
+    lines = decoded = resumed = kept.size();
+    if (!o.quiet || kept.empty())
+      std::fprintf(stderr, "attn-translate: --resume: %s\n",
+                   kept.empty() ? ("no " + output.partial().string() + ": translating from the first line").c_str()
+                                : (output.partial().string() + " holds the first " + std::to_string(kept.size()) +
+                                   " lines' translations: going on from line " + std::to_string(kept.size() + 1))
+                                      .c_str());
+  }
+  progress_line progress(total ? std::optional<std::size_t>(*total - lines) : std::nullopt, o.quiet,
+                         targets.empty() ? "translated" : "scored");
   if (o.input.empty() && isatty(STDIN_FILENO) == 1)
     std::fprintf(stderr, "attn-translate: ready: a sentence a line, each translated when entered (Ctrl-D ends)\n");
   try {
@@ -331,15 +375,17 @@ int translate(job& j) {
       {"beam", search.beam},
       {"alpha", search.alpha},
       {"sentences", lines},
+      {"resumed_sentences", resumed},  // --resume: taken from FILE.partial, not translated (nor counted below)
       {"input_lines_cut", cuts.count},  // to --max-input-length or learned positions' table
       {"output_tokens", progress.tokens()},
       {"seconds", seconds},
-      {"sentences_per_second", double(lines) / seconds},
+      {"sentences_per_second", double(lines - resumed) / seconds},
       {"tokens_per_second", double(progress.tokens()) / seconds},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
   };
-  // The log-probability of what was written (the best translations, or --score's sentences):
-  // exp(-log P / tokens) is --score's perplexity, what attn-train reports on validation data.
+  // The log-probability of what was written (the best translations, or --score's sentences;
+  // with --resume, of those this run translated): exp(-log P / tokens) is --score's perplexity,
+  // what attn-train reports on validation data.
   const double per_token = log_prob / double(std::max<std::size_t>(progress.tokens(), 1));
   scores["log_prob"] = log_prob;
   scores["log_prob_per_token"] = per_token;
@@ -374,6 +420,11 @@ int translate(job& j) {
         std::fprintf(stderr, "attn-translate: stopped by %s having drawn the pictures of %zu of %zu line(s) in %s\n",
                      stop == SIGINT ? "SIGINT" : "SIGTERM", k, drawn.size(), o.attention_dir.c_str());
         return 128 + stop;
+      }
+      if (std::size_t(o.attention_lines[k]) <= resumed) {  // its translation came from FILE.partial
+        std::fprintf(stderr, "attn-translate: warning: line %d's attention is not drawn: --resume took its "
+                     "translation from %s\n", o.attention_lines[k], output.partial().c_str());
+        continue;
       }
       detail::draw_attention(j, model, drawn[k].first, drawn[k].second, o.attention_lines[k]);
     }

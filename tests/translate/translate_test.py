@@ -353,8 +353,8 @@ class Stopping(unittest.TestCase):
         self.assertEqual(process.returncode, -signal.SIGINT, rest)  # ended by the signal, once stopped
         self.assertIn("attn-translate: stopping after this batch, keeping the lines done (again to stop at once)", rest)
         found = re.search(r"stopped by SIGINT having translated (\d+) of 20000 lines: the first (\d+) of 20000 "
-                          r"lines' translations are kept in (\S+)( \((\d+) more, translated out of order, are not\))?",
-                          rest)
+                          r"lines' translations are kept in (\S+?)( \((\d+) more, translated out of order, are not\))?"
+                          r"; --resume goes on from there\n", rest)
         self.assertIsNotNone(found, rest)
         translated, kept, out_of_order = int(found[1]), int(found[2]), int(found[5] or 0)
         self.assertEqual(found[3], str(partial))
@@ -520,6 +520,46 @@ class Stopping(unittest.TestCase):
                 process.kill()
         self.assertEqual(process.returncode, -signal.SIGINT, rest)
         self.assertRegex(rest, r"stopped by SIGINT having translated \d+ lines?")
+
+    def test_resume_goes_on_from_a_stopped_run_s_partial_file(self):
+        source, output, lines = self.long_input(50), WORK / "resumed.txt", 5000
+        partial, scores = WORK / "resumed.txt.partial", WORK / "resumed.json"
+        expected = self.expected("--greedy")
+        whole = [expected[i % 100] for i in range(lines)]
+        references = write_work("resumed.ref", "".join(line + "\n" for line in whole))
+        args = ["--run", MODEL_DIR, "--input", source, "--output", output, "--greedy", "--batch-size", 8, "--window", 2]
+        with self.start(*args) as process:
+            self.wait_for_progress(process.stderr, 1000)
+            process.send_signal(signal.SIGINT)
+            rest = process.stderr.read()
+        self.assertIn("; --resume goes on from there", rest)
+        kept = len(partial.read_text().splitlines())
+        self.assertGreater(kept, 0)
+        self.assertLess(kept, lines)
+        done = translate(*args, "--resume", "--bleu", references, "--scores", scores)
+        self.assertIn(f"--resume: {partial} holds the first {kept} lines' translations: going on from line {kept + 1}",
+                      done.stderr)
+        self.assertEqual(output.read_text().splitlines(), whole)
+        self.assertFalse(partial.exists())
+        result = json.loads(scores.read_text())
+        self.assertEqual((result["sentences"], result["resumed_sentences"]), (lines, kept))
+        self.assertAlmostEqual(result["bleu"], 100.0)  # the resumed lines are scored too
+        # Nothing to resume: the whole input, said so.
+        done = translate(*args, "--resume", "--quiet")
+        self.assertIn(f"--resume: no {partial}: translating from the first line", done.stderr)
+        self.assertEqual(output.read_text().splitlines(), whole)
+        # A partial file longer than the input is refused, and left as it is.
+        partial.write_text("a line\n" * 101)
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", output, "--resume", expect=1)
+        self.assertIn(f"--resume: {partial} has 101 lines, more than {toy('valid.src')}'s 100", done.stderr)
+        self.assertEqual(partial.read_text(), "a line\n" * 101)
+        self.assertEqual(output.read_text().splitlines(), whole)
+        partial.unlink()
+        # Only plain translations are resumed; and only into a file.
+        done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", output, "--resume",
+                         "--nbest", 2, expect=2)
+        self.assertIn("--resume goes on from plain translations, a line each: not with --nbest", done.stderr)
+        translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--resume", expect=2)  # needs --output
 
     def test_a_shell_loop_stops_with_it(self):
         # A terminal's Ctrl-C reaches its whole foreground process group, here bash and
