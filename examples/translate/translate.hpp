@@ -253,6 +253,11 @@ int translate(job& j) {
                                " lines, more than " + input_name(o) + "'s " + std::to_string(*total));
     for (std::size_t skipped = 0; skipped < kept.size();) {  // the input lines they translate
       const std::vector<std::string> some = j.input.next(kept.size() - skipped);
+      if (const int stop = examples::stop_signal().load(); stop != 0) {  // while a pipe was awaited
+        std::fprintf(stderr, "attn-translate: stopped by %s before going on: %s is as it was\n",
+                     stop == SIGINT ? "SIGINT" : "SIGTERM", output.partial().c_str());
+        return 128 + stop;
+      }
       if (some.empty())
         throw std::runtime_error("--resume: " + input_name(o) + " ended after " + std::to_string(skipped) +
                                  " lines, before the " + std::to_string(kept.size()) + " that " +
