@@ -151,8 +151,8 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   app.footer(
       "Exit status: 0 done, 1 an error, 2 a bad command line. Stopped by SIGINT or SIGTERM (Ctrl-C: after\n"
       "the batch it is on; a second one stops at once), it ends by that signal (a shell's status 130 or\n"
-      "143). Stopped or failing, it keeps the lines translated in order: in FILE.partial for --output FILE,\n"
-      "already written for standard output.");
+      "143). Stopped or failing, it keeps the lines translated in order: in FILE.partial for --output FILE\n"
+      "(the same command with --resume goes on from there), already written for standard output.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -163,6 +163,11 @@ std::optional<int> parse(int argc, char** argv, options& o) {
   }
   if (o.checkpoint.empty() && o.run.empty()) {
     std::fprintf(stderr, "attn-translate: give --checkpoint FILE or --run DIR (see --help)\n");
+    return 2;
+  }
+  if (o.resume && o.input.empty() && isatty(STDIN_FILENO) == 1) {
+    std::fprintf(stderr, "attn-translate: --resume skips the input's first lines, which it reads again: not from a "
+                 "terminal\n");
     return 2;
   }
   if (o.resume && (o.nbest > 1 || o.with_scores || !o.targets.empty())) {

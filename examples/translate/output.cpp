@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <stdexcept>
 #include <system_error>
@@ -85,15 +87,31 @@ translation_writer::translation_writer(const job& j, std::optional<std::size_t> 
   if (!file_->in_place()) partial_ = file_->target().string() + ".partial";
 }
 
-std::vector<std::string> translation_writer::resume() {
+std::optional<std::vector<std::string>> translation_writer::resume() {
   if (partial_.empty())
     throw std::runtime_error("--resume: " + j_.opts.output.string() +
                              " is written in place (a device or a pipe), so no run kept a .partial of it");
   std::error_code error;
-  if (!std::filesystem::exists(partial_, error)) return {};
-  std::vector<std::string> lines = train::detail::read_text_lines(partial_);
+  if (!std::filesystem::exists(partial_, error)) return std::nullopt;
   std::string text;
-  for (const std::string& line : lines) text += line + '\n';
+  {
+    std::ifstream in(partial_, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) throw std::runtime_error("--resume: cannot read " + partial_.string());
+  }
+  // attn-translate writes whole lines: a last one without its line break was cut short.
+  if (!text.empty() && text.back() != '\n')
+    throw std::runtime_error("--resume: " + partial_.string() +
+                             " does not end with a line break: it was cut short, not kept whole by attn-translate");
+  std::vector<std::string> lines = train::detail::read_text_lines(partial_);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    const std::size_t digits = line.find_first_not_of("0123456789");
+    if (digits > 0 && digits != std::string::npos && line.compare(digits, 5, " ||| ") == 0)
+      throw std::runtime_error("--resume: " + partial_.string() + ":" + std::to_string(i + 1) +
+                               ": a line of --nbest, --with-scores or --score (\"i ||| ...\"); --resume goes on from "
+                               "plain translations, a line each");
+  }
   try {
     file_->write(text);
   } catch (...) {
@@ -193,7 +211,8 @@ std::string translation_writer::keep_written() {
     return first + are + " left in " + file_->release_temporary().string() + ": keeping" + them + " as " + partial_.string() +
            " failed (" + e.what() + ")";
   }
-  return first + are + " kept in " + partial_.string() + out_of_order + "; --resume goes on from there";
+  const bool plain = j_.opts.nbest == 1 && !j_.opts.with_scores && j_.targets.empty();  // what --resume takes
+  return first + are + " kept in " + partial_.string() + out_of_order + (plain ? "; --resume goes on from there" : "");
 }
 
 std::vector<std::size_t> sample_lines(std::size_t count, std::size_t lines) {

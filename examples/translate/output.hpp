@@ -64,9 +64,10 @@ class translation_writer {
   /// `total`: the input's lines, where known before its end (for messages).
   translation_writer(const job& j, std::optional<std::size_t> total);
   /// --resume: the lines of FILE.partial, a stopped run's translations of the input's first lines,
-  /// written first; none where there is no FILE.partial. FILE.partial itself is left as it is
-  /// until this run commits (and removes it) or stops (and replaces it with all it has).
-  std::vector<std::string> resume();
+  /// written first; nothing where there is no FILE.partial. A file cut short (no last line break)
+  /// or of --nbest's lines is refused. FILE.partial itself is left as it is until this run
+  /// commits (and removes it) or stops (and replaces it with all it has).
+  std::optional<std::vector<std::string>> resume();
   /// The next window: its lines follow those of the windows before; `results` [its lines] is
   /// filled in as they are done, and is read until the window is written.
   void start_window(const std::vector<std::vector<decode::hypothesis>>& results);

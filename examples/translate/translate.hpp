@@ -245,14 +245,19 @@ int translate(job& j) {
   std::size_t decoded = 0;  // lines decoded, windows before this one's included
   bool stopped = false;     // by a signal, before the input's end
   std::size_t resumed = 0;  // lines whose translations --resume took from FILE.partial
+  std::error_code no_partial;
+  if (!o.resume && !output.partial().empty() && std::filesystem::exists(output.partial(), no_partial))
+    std::fprintf(stderr, "attn-translate: warning: %s, which a stopped run kept, is replaced if this run stops and "
+                 "removed when it ends: --resume goes on from it instead\n", output.partial().c_str());
   if (o.resume) {
     // A failure here leaves FILE.partial as it was (the temporary it was copied to is removed).
-    const std::vector<std::string> kept = output.resume();
+    const std::optional<std::vector<std::string>> found = output.resume();
+    const std::vector<std::string> kept = found.value_or(std::vector<std::string>{});
     if (total && kept.size() > *total)
       throw std::runtime_error("--resume: " + output.partial().string() + " has " + std::to_string(kept.size()) +
                                " lines, more than " + input_name(o) + "'s " + std::to_string(*total));
     for (std::size_t skipped = 0; skipped < kept.size();) {  // the input lines they translate
-      const std::vector<std::string> some = j.input.next(kept.size() - skipped);
+      const std::vector<std::string> some = j.input.next(std::min(window_lines, kept.size() - skipped));
       if (const int stop = examples::stop_signal().load(); stop != 0) {  // while a pipe was awaited
         std::fprintf(stderr, "attn-translate: stopped by %s before going on: %s is as it was\n",
                      stop == SIGINT ? "SIGINT" : "SIGTERM", output.partial().c_str());
@@ -270,12 +275,15 @@ int translate(job& j) {
       for (std::size_t i = 0; i < kept.size(); ++i)
         best.push_back(o.pieces ? detail::text_of_pieces(j, kept[i], output.partial(), i + 1) : kept[i]);
     lines = decoded = resumed = kept.size();
-    if (!o.quiet || kept.empty())
-      std::fprintf(stderr, "attn-translate: --resume: %s\n",
-                   kept.empty() ? ("no " + output.partial().string() + ": translating from the first line").c_str()
-                                : (output.partial().string() + " holds the first " + std::to_string(kept.size()) +
-                                   " lines' translations: going on from line " + std::to_string(kept.size() + 1))
-                                      .c_str());
+    const std::string partial = output.partial().string();
+    const std::string said = !found         ? "no " + partial + ": translating from the first line"
+                             : kept.empty() ? partial + " is empty: translating from the first line"
+                             : total && kept.size() == *total
+                                 ? partial + " holds all " + std::to_string(kept.size()) +
+                                       " lines' translations: nothing is left to translate"
+                                 : partial + " holds the first " + std::to_string(kept.size()) +
+                                       " lines' translations: going on from line " + std::to_string(kept.size() + 1);
+    if (!o.quiet || kept.empty()) std::fprintf(stderr, "attn-translate: --resume: %s\n", said.c_str());
   }
   progress_line progress(total ? std::optional<std::size_t>(*total - lines) : std::nullopt, o.quiet,
                          targets.empty() ? "translated" : "scored");
@@ -419,6 +427,7 @@ int translate(job& j) {
 
   if (!o.attention_dir.empty()) {
     std::filesystem::create_directories(o.attention_dir);
+    std::size_t pictures = 0;
     for (std::size_t k = 0; k < drawn.size(); ++k) {
       // Each line's pictures take a pass of the model: a stop is heeded between them.
       if (const int stop = examples::stop_signal().load(); stop != 0) {
@@ -432,9 +441,9 @@ int translate(job& j) {
         continue;
       }
       detail::draw_attention(j, model, drawn[k].first, drawn[k].second, o.attention_lines[k]);
+      ++pictures;
     }
-    std::fprintf(stderr, "attention pictures of %zu line(s) in %s\n", o.attention_lines.size(),
-                 o.attention_dir.c_str());
+    std::fprintf(stderr, "attention pictures of %zu line(s) in %s\n", pictures, o.attention_dir.c_str());
   }
   return 0;
 }

@@ -554,7 +554,18 @@ class Stopping(unittest.TestCase):
         self.assertIn(f"--resume: {partial} has 101 lines, more than {toy('valid.src')}'s 100", done.stderr)
         self.assertEqual(partial.read_text(), "a line\n" * 101)
         self.assertEqual(output.read_text().splitlines(), whole)
-        partial.unlink()
+        # One cut short (no last line break), or of --nbest's lines, is refused and left as it is.
+        small = ["--run", MODEL_DIR, "--input", toy("valid.src"), "--output", output, "--resume"]
+        for damaged, why in (("AX BY\nCZ", "does not end with a line break: it was cut short"),
+                             ("0 ||| AX ||| -1.0 ||| -1.0 ||| -0.5\n", ":1: a line of --nbest, --with-scores or --score")):
+            partial.write_text(damaged)
+            done = translate(*small, expect=1)
+            self.assertIn(f"--resume: {partial}" + ("" if why.startswith(":") else " ") + why, done.stderr)
+            self.assertEqual(partial.read_text(), damaged)
+        partial.write_text("")
+        done = translate(*small, "--quiet")
+        self.assertIn(f"--resume: {partial} is empty: translating from the first line", done.stderr)
+        self.assertFalse(partial.exists())
         # Only plain translations are resumed; and only into a file.
         done = translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--output", output, "--resume",
                          "--nbest", 2, expect=2)
