@@ -33,12 +33,8 @@ class input_lines {
   std::vector<std::string> next(std::size_t count);
   /// How many lines the input holds, where that is known before its end (a regular file).
   std::optional<std::size_t> total() const { return total_; }
-  /// Lines handed out so far.
-  std::size_t read() const { return read_; }
   /// Whether every line has been handed out (the end of the input was read).
   bool ended() const { return ended_ && first_ == pending_.size(); }
-  /// "FILE" or "standard input", for messages.
-  const std::string& name() const { return name_; }
 
  private:
   /// Reads more of the input into pending_; false at its end, or when a stop came first.
@@ -51,9 +47,9 @@ class input_lines {
   int fd_ = -1;
   bool owned_ = false;  // opened here (a file), not standard input
   long long start_offset_ = 0;  // where a regular file's lines start (standard input may be past 0)
-  std::string name_;
+  std::string name_;  // "FILE" or "standard input", in messages
   std::optional<std::size_t> total_;
-  std::size_t read_ = 0;
+  std::size_t read_ = 0;  // lines handed out, for their numbers in messages
   std::string pending_;     // bytes read and not yet handed out, from first_
   std::size_t first_ = 0;   // where pending_'s next line starts
   std::size_t scanned_ = 0;  // pending_ holds no '\n' in [first_, scanned_)

@@ -103,7 +103,11 @@ std::optional<std::vector<std::string>> translation_writer::resume() {
   if (!text.empty() && text.back() != '\n')
     throw std::runtime_error("--resume: " + partial_.string() +
                              " does not end with a line break: it was cut short, not kept whole by attn-translate");
-  std::vector<std::string> lines = train::detail::read_text_lines(partial_);
+  std::vector<std::string> lines;  // checked as any text attn-translate reads
+  for (std::size_t first = 0, end; first < text.size(); first = end + 1) {
+    end = text.find('\n', first);
+    lines.push_back(train::detail::finish_text_line(text.substr(first, end - first), lines.size() + 1, partial_));
+  }
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string& line = lines[i];
     const std::size_t digits = line.find_first_not_of("0123456789");

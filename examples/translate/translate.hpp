@@ -122,6 +122,9 @@ inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_
   return targets;
 }
 
+/// The name of a stop signal, for messages.
+inline const char* stop_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+
 /// The text of a line of space-separated pieces (--pieces' output) `file`:`line` holds.
 inline std::string text_of_pieces(const job& j, const std::string& pieces, const std::filesystem::path& file,
                                   std::size_t line) {
@@ -237,6 +240,9 @@ int translate(job& j) {
   std::set<std::size_t> sampled;
   if (o.samples > 0 && total)
     for (const std::size_t line : sample_lines(std::size_t(o.samples), *total)) sampled.insert(line);
+  const auto keep_source = [&](std::size_t line, const std::string& text) {  // input line `line`, from 0
+    if (o.samples > 0 && (!total || sampled.contains(line))) sampled_sources.emplace(line, text);
+  };
   std::vector<std::pair<std::vector<token>, std::vector<token>>> drawn(o.attention_dir.empty() ? 0
                                                                          : o.attention_lines.size());
   double log_prob = 0;
@@ -260,15 +266,14 @@ int translate(job& j) {
       const std::vector<std::string> some = j.input.next(std::min(window_lines, kept.size() - skipped));
       if (const int stop = examples::stop_signal().load(); stop != 0) {  // while a pipe was awaited
         std::fprintf(stderr, "attn-translate: stopped by %s before going on: %s is as it was\n",
-                     stop == SIGINT ? "SIGINT" : "SIGTERM", output.partial().c_str());
+                     detail::stop_name(stop), output.partial().c_str());
         return 128 + stop;
       }
       if (some.empty())
         throw std::runtime_error("--resume: " + input_name(o) + " ended after " + std::to_string(skipped) +
                                  " lines, before the " + std::to_string(kept.size()) + " that " +
                                  output.partial().string() + " translates");
-      for (std::size_t i = 0; i < some.size(); ++i)
-        if (o.samples > 0 && (!total || sampled.contains(skipped + i))) sampled_sources.emplace(skipped + i, some[i]);
+      for (std::size_t i = 0; i < some.size(); ++i) keep_source(skipped + i, some[i]);
       skipped += some.size();
     }
     if (keep_best)
@@ -337,7 +342,7 @@ int translate(job& j) {
         const auto& found = results[i].front();
         log_prob += found.log_prob;
         if (keep_best) best.push_back(j.vocabulary.decode(found.tokens));
-        if (o.samples > 0 && (!total || sampled.contains(lines + i))) sampled_sources.emplace(lines + i, window[i]);
+        keep_source(lines + i, window[i]);
         for (std::size_t k = 0; k < drawn.size(); ++k)
           if (std::size_t(o.attention_lines[k]) == lines + i + 1) drawn[k] = {sources[i], found.tokens};
       }
@@ -354,7 +359,7 @@ int translate(job& j) {
   }
   cuts.warn(j);
   const int signal = examples::stop_signal().load();
-  const char* signal_name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+  const char* signal_name = detail::stop_name(signal);
   const char* verb = targets.empty() ? "translated" : "scored";
   // Stopped by a signal before the input's end: within a window (above), or at a window's end,
   // or while the input was awaited (a pipe's or a terminal's).
@@ -432,7 +437,7 @@ int translate(job& j) {
       // Each line's pictures take a pass of the model: a stop is heeded between them.
       if (const int stop = examples::stop_signal().load(); stop != 0) {
         std::fprintf(stderr, "attn-translate: stopped by %s having drawn the pictures of %zu of %zu line(s) in %s\n",
-                     stop == SIGINT ? "SIGINT" : "SIGTERM", k, drawn.size(), o.attention_dir.c_str());
+                     detail::stop_name(stop), k, drawn.size(), o.attention_dir.c_str());
         return 128 + stop;
       }
       if (std::size_t(o.attention_lines[k]) <= resumed) {  // its translation came from FILE.partial
