@@ -244,6 +244,28 @@ auto coordinate_plan(const E& e) {
   }
 }
 
+/// Which coordinates of the position it is given an index plan (index_plan, below) reads, as
+/// bits (bit k: coordinate k): a kernel holding a score's (b, h, i, j) learns from it whether the
+/// element of an input that a score reads changes along the keys j (bit 3). A reshape reads every
+/// coordinate; a plan of a type not known here, every one too.
+template <class P>
+inline constexpr unsigned coordinates_read = ~0u;
+template <std::size_t R>
+inline constexpr unsigned coordinates_read<offset_of<R>> = (1u << R) - 1;
+template <std::size_t Dim, class A>
+inline constexpr unsigned coordinates_read<mapped_at<shift<Dim>, A>> = coordinates_read<A>;
+template <std::size_t R, std::size_t RA, class A>
+inline constexpr unsigned coordinates_read<mapped_at<relayout<R, RA>, A>> = coordinates_read<A> ? (1u << R) - 1 : 0;
+/// A broadcast or a permute: the operand's coordinate k is the node's From[k].
+template <std::size_t... From, class A>
+inline constexpr unsigned coordinates_read<mapped_at<pick<From...>, A>> = [] {
+  constexpr std::size_t from[] = {From..., 0};
+  unsigned read = 0;
+  for (std::size_t k = 0; k < sizeof...(From); ++k)
+    if (coordinates_read<A> >> k & 1u) read |= 1u << from[k];
+  return read;
+}();
+
 /// The index plan of input I through e, which reads it: at e's coordinates, the row-major
 /// offset in input I's own shape of the element read, through the first operand that reads it
 /// (input_offset's device form).

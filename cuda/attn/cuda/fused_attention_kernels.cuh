@@ -191,9 +191,24 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   }
 }
 
+/// How many sums of a query's shares of M's learned inputs' gradients a dQ kernel holds in
+/// registers: one an input where each input's element is the same along the query's keys (ALiBi's
+/// slope a head: otherwise each share is added to memory at its score, a load and a store that
+/// wait on the previous score's); 0 where there are none or they cannot be held.
+template <class M>
+constexpr int held_inputs() {
+  if constexpr (M::modifies) {
+    if constexpr (M::holds_along_keys) return M::input_count;
+  }
+  return 0;
+}
+
 /// dQ of 64 queries of one head: a thread a query, over every key it sees; sentences from
 /// first_sentence on, one a grid row. With a modification whose inputs learn, the row's share of
-/// their gradients into its own slice of `input_gradients`, which holds the launch's rows.
+/// their gradients into its own slice of `input_gradients`, which holds the launch's rows (zeros
+/// at first): at each score, or, where each input's element is the same along the row's keys
+/// (device_score_modification::holds_along_keys: ALiBi's slope a head), summed in registers
+/// and added once.
 template <int D, class T, class Rule, class M>
 __global__ void backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias,
                                  const T* d_out, const accumulate_t<T>* log_sum_exp, const accumulate_t<T>* dots,
@@ -219,6 +234,8 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   const A lse = row ? log_sum_exp[at.query_row + i] : A(0);
   const A dot = row ? dots[at.query_row + i] : A(0);
   const A scale = A(p.scale);
+  constexpr int held = held_inputs<M>();
+  A sums[held > 0 ? held : 1] = {};
   for (index_t key = block_keys.begin; key < block_keys.end; key += tile) {
     const index_t count = block_keys.end - key < tile ? block_keys.end - key : tile;
     __syncthreads();
@@ -243,9 +260,12 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
       if constexpr (M::modifies) {
         const score_position score{{b, h, i, key + j}};
         if (d_score != A(0)) {  // 0: hidden, or no gradient
-          if (input_gradients != nullptr)
+          if constexpr (held > 0) {
+            modification.hold(score, scaled, d_score, sums);
+          } else if (input_gradients != nullptr) {
             modification.accumulate(score, scaled, d_score,
                                     input_gradients + (at.query_row + i - first_row) * modification.size);
+          }
           d_score *= modification.derivative(score, scaled);
         }
       }
@@ -254,6 +274,12 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
     }
   }
   if (!row) return;
+  if constexpr (held > 0) {
+    // Adding each sum to the zeros once gives the bits that adding each share did.
+    if (input_gradients != nullptr)
+      modification.add_held(score_position{{b, h, i, block_keys.begin}}, sums,
+                            input_gradients + (at.query_row + i - first_row) * modification.size);
+  }
 #pragma unroll
   for (int c = 0; c < D; ++c)
     if (c < p.d_k) d_q[(at.query_row + i) * p.d_k + c] = dq[c];

@@ -37,6 +37,7 @@
 #include "fast_exp2.cuh"
 #include "fused_attention_masks.cuh"
 #include "mma.cuh"
+#include "plan_cost.cuh"
 #include "shared_memory.cuh"
 #include "switches.cuh"
 
@@ -128,21 +129,59 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
 }
 
 /// A modification's score, and dS by the unmodified score with the learned inputs' share added
-/// at `input_gradients` (when not null), out of line: a lane's 32 scores a tile are unrolled, and
-/// the modification's plans inlined at each multiplied the kernels' code, and ptxas's time (an
-/// hour of the test's build for ALiBi and a soft cap), by as much.
+/// at `input_gradients` (when not null; `held`: into the query's sums there, one an input, as
+/// device_score_modification::hold says). A lane's 32 scores a tile are unrolled, so the code is
+/// inlined 32 times a loop where it is inlined: for a modification of up to `inlined_cost`
+/// (plan_cost.cuh; ALiBi's), the code a score is shorter than a call's moving of arguments, and
+/// a call cost more: the arguments' stores and the plans' loads from the caller's stack, one
+/// call after the other, and the stack frames of the registers it saves (ALiBi, sm_90, ptxas:
+/// 120–200 bytes a thread in every kernel, 584 bytes of spill loads in dK/dV at D = 128;
+/// inlined, 0 to 80 bytes). A costlier one is called out of line: inlined at each of the 32
+/// scores, a soft cap's plans multiplied the kernels' code, and ptxas's time, by as much (the
+/// linear-index plans of 2026-11-25, inlined, took the gpu test's build from 105 s to 15 min).
 template <class M>
-ATTN_CUDA_NOINLINE __device__ float modified_score(const M& m, index_t b, index_t h, index_t i, index_t j,
-                                                   float scaled) {
+__device__ __forceinline__ float modified_score_here(const M& m, index_t b, index_t h, index_t i, index_t j,
+                                                     float scaled) {
   return kernels::modified(m, b, h, i, j, scaled);
 }
-template <class M>
-ATTN_CUDA_NOINLINE __device__ float modified_score_gradient(const M& m, index_t b, index_t h, index_t i, index_t j,
-                                                            float scaled, float d_score, float* input_gradients) {
+template <bool held, class M>
+__device__ __forceinline__ float modified_score_gradient_here(const M& m, index_t b, index_t h, index_t i, index_t j,
+                                                              float scaled, float d_score, float* input_gradients) {
   const score_position at{{b, h, i, j}};
-  if (input_gradients != nullptr) m.accumulate(at, scaled, d_score, input_gradients);
+  if (input_gradients != nullptr) {
+    if constexpr (held) m.hold(at, scaled, d_score, input_gradients);
+    else m.accumulate(at, scaled, d_score, input_gradients);
+  }
   return d_score * m.derivative(at, scaled);
 }
+template <class M>
+ATTN_CUDA_NOINLINE __device__ float modified_score_call(const M& m, index_t b, index_t h, index_t i, index_t j,
+                                                        float scaled) {
+  return modified_score_here(m, b, h, i, j, scaled);
+}
+template <bool held, class M>
+ATTN_CUDA_NOINLINE __device__ float modified_score_gradient_call(const M& m, index_t b, index_t h, index_t i,
+                                                                 index_t j, float scaled, float d_score,
+                                                                 float* input_gradients) {
+  return modified_score_gradient_here<held>(m, b, h, i, j, scaled, d_score, input_gradients);
+}
+
+/// Whether the kernels inline modification M's plans.
+template <class M>
+inline constexpr bool inlines = M::cost <= inlined_cost;
+
+template <class M>
+__device__ inline float modified_score(const M& m, index_t b, index_t h, index_t i, index_t j, float scaled) {
+  if constexpr (inlines<M>) return modified_score_here(m, b, h, i, j, scaled);
+  else return modified_score_call(m, b, h, i, j, scaled);
+}
+template <bool held, class M>
+__device__ inline float modified_score_gradient(const M& m, index_t b, index_t h, index_t i, index_t j, float scaled,
+                                                float d_score, float* input_gradients) {
+  if constexpr (inlines<M>) return modified_score_gradient_here<held>(m, b, h, i, j, scaled, d_score, input_gradients);
+  else return modified_score_gradient_call<held>(m, b, h, i, j, scaled, d_score, input_gradients);
+}
+
 
 /// Weight (b, h, i, j)'s dropout factor, out of line: the counter-based generator inlined at each
 /// of a lane's 32 weights a tile took 70 of the forward kernel's 250 registers at D = 128, even
@@ -451,8 +490,8 @@ __device__ inline float unseen_as_infinite(float lse) { return lse == -INFINITY 
 /// bias added), the dropout factor, dP = dO·v, the query's log-sum-exp (+∞ where it saw
 /// nothing: unseen_as_infinite) and D = rowsum(dO ⊙ O). Under a modification dS is by the
 /// modified score's input, and its learned inputs' share is added at `input_gradients` (the dQ
-/// kernel's; null in dK and dV's).
-template <class M>
+/// kernel's, `held` as modified_score_gradient says; null in dK and dV's).
+template <bool held, class M>
 __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
                                                    float scaled, float s, float kept, float d_weight, float lse,
                                                    float dot, [[maybe_unused]] float* input_gradients) {
@@ -466,7 +505,7 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
   g.weight = probability * kept;
   if constexpr (M::modifies) {
     if (g.d_score != 0.f) {  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
-      g.d_score = modified_score_gradient(modification, b, h, i, j, scaled, g.d_score, input_gradients);
+      g.d_score = modified_score_gradient<held>(modification, b, h, i, j, scaled, g.d_score, input_gradients);
     }
   }
   return g;
@@ -475,7 +514,7 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
 /// P and dS of query i and key j on a tile that a mask or dropout may touch: both 0 where the
 /// pair is hidden (`in_row`: padding and the causal rule leave it, as the caller counted) or the
 /// query sees nothing.
-template <class T, class Rule, class M>
+template <bool held = false, class T, class Rule, class M>
 __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
                                             index_t j, bool in_row, const T* bias, const Rule& rule,
                                             const M& modification, float product, float d_weight, float lse,
@@ -485,18 +524,18 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   float s = score_of(modification, b, h, i, j, scaled);
   if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
   const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
-  return seen_pair_gradient(modification, b, h, i, j, scaled, s, kept, d_weight, lse, dot, input_gradients);
+  return seen_pair_gradient<held>(modification, b, h, i, j, scaled, s, kept, d_weight, lse, dot, input_gradients);
 }
 
 /// P and dS of query i and key j on a tile that neither a mask nor dropout touches: no checks,
 /// no branches (they had cost the backward kernels more instructions than their products).
-template <class M>
+template <bool held = false, class M>
 __device__ inline pair_gradient unmasked_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
                                                   float product, float scale, float d_weight, float lse, float dot,
                                                   float* input_gradients) {
   const float scaled = product * scale;
-  return seen_pair_gradient(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), 1.f,
-                            d_weight, lse, dot, input_gradients);
+  return seen_pair_gradient<held>(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), 1.f,
+                                  d_weight, lse, dot, input_gradients);
 }
 
 /// 16-bit elements a stage of backward_keys takes: a tile of queries and one of output
@@ -726,7 +765,8 @@ inline constexpr int gradient_slots = 4;
 
 /// dQ of 64 queries of one head, over every key they see; sentences from first_sentence on, one
 /// a grid row. With a modification whose inputs learn, each lane adds its share of their
-/// gradients into its own slot of its rows in `input_gradients`, which holds the launch's rows.
+/// gradients into its own slot of its rows in `input_gradients`, which holds the launch's rows
+/// (zeros at first): at each score, or once a row from sums in registers (held_inputs).
 template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
@@ -761,6 +801,8 @@ __global__ void __launch_bounds__(warps * 32)
   }
   float lse[2], dot[2];
   float* slot[2] = {nullptr, nullptr};  // the lane's share of its rows' learned gradients
+  constexpr int held = kernels::held_inputs<M>();
+  float sums[2][held > 0 ? held : 1] = {};  // the same, held in registers
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     lse[r] = rows[r] < p.queries ? log_sum_exp[at.query_row + rows[r]] : -INFINITY;
@@ -793,21 +835,29 @@ __global__ void __launch_bounds__(warps * 32)
         }
     };
     const index_t warp_first = first + warp * 16;
+    // Where a row's shares are held, they go to its sums whether or not the row has a slot.
+    const auto sink = [&](int r) { return held > 0 ? sums[r] : slot[r]; };
     if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule) && !(p.dropout > 0)) {
       each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
-        return unmasked_gradient(modification, b, h, rows[r], key + column, product, scale, d_weight,
-                                 unseen_as_infinite(lse), dot, slot[r]);
+        return unmasked_gradient<(held > 0)>(modification, b, h, rows[r], key + column, product, scale, d_weight,
+                                             unseen_as_infinite(lse), dot, sink(r));
       });
     } else {
       // The keys that padding and the causal rule let each of the lane's queries see.
       const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
                            kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
       each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
-        return gradient_of(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification, product,
-                           d_weight, lse, dot, slot[r]);
+        return gradient_of<(held > 0)>(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification,
+                                       product, d_weight, lse, dot, sink(r));
       });
     }
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
+  }
+  if constexpr (held > 0) {
+    // The slot held zeros: adding each sum once gives the bits that adding each share did.
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      if (slot[r] != nullptr) modification.add_held(score_position{{b, h, rows[r], block_keys.begin}}, sums[r], slot[r]);
   }
   const float unscaled[2] = {1, 1};
   store_rows<T, D>(d_q, at.query_row, p.d_k, dq, rows, p.queries, unscaled);

@@ -18,23 +18,41 @@
 
 #include "coordinate_plan.cuh"
 #include "fused_attention_masks.cuh"  // no_score_modification, score_position
+#include "plan_cost.cuh"
 
 namespace attn::cuda_backend {
 
 /// What a kernel does with one input's gradient: nothing (a constant input, or one whose
-/// gradient nobody wants), or add d_score · ∂modification/∂input at the element the score read.
+/// gradient nobody wants), or add d_score · ∂modification/∂input at the element the score read:
+/// at once (`add`), or summed in `held` over scores that read the same element (`hold`), then
+/// added there (`add_held`).
 struct no_input_gradient {
+  static constexpr bool along_keys = false;
   template <class At, class A>
   __device__ void add(At, A, A, A*) const {}
+  template <class At, class A>
+  __device__ void hold(At, A, A, A&) const {}
+  template <class At, class A>
+  __device__ void add_held(At, A, A*) const {}
 };
 template <class Partial, class Index>
 struct input_gradient {
+  /// Whether the element a score reads changes with the score's key.
+  static constexpr bool along_keys = (coordinates_read<Index> >> 3 & 1u) != 0;
   Partial partial;  // the plan of ∂modification/∂input
   Index index;      // the plan of the element's index in the input
   index_t offset;   // of the input's gradient among the others; −1: not wanted
   template <class At, class A>
   __device__ void add(At at, A s, A d_score, A* gradients) const {
     if (offset >= 0) gradients[offset + index_t(index(at))] += d_score * A(partial(at, s));
+  }
+  template <class At, class A>
+  __device__ void hold(At at, A s, A d_score, A& held) const {
+    if (offset >= 0) held += d_score * A(partial(at, s));
+  }
+  template <class At, class A>
+  __device__ void add_held(At at, A held, A* gradients) const {
+    if (offset >= 0) gradients[offset + index_t(index(at))] += held;
   }
 };
 
@@ -55,6 +73,35 @@ __device__ void add_each(const plan_list<Ts...>& list, At at, A s, A d_score, A*
     add_each(list.rest, at, s, d_score, gradients);
   }
 }
+template <class At, class A, class... Ts>
+__device__ void hold_each(const plan_list<Ts...>& list, At at, A s, A d_score, A* held) {
+  if constexpr (sizeof...(Ts) > 0) {
+    list.first.hold(at, s, d_score, held[0]);
+    hold_each(list.rest, at, s, d_score, held + 1);
+  }
+}
+template <class At, class A, class... Ts>
+__device__ void add_each_held(const plan_list<Ts...>& list, At at, const A* held, A* gradients) {
+  if constexpr (sizeof...(Ts) > 0) {
+    list.first.add_held(at, held[0], gradients);
+    add_each_held(list.rest, at, held + 1, gradients);
+  }
+}
+template <class... Ts>
+inline constexpr bool any_along_keys(const plan_list<Ts...>*) {
+  return (false || ... || Ts::along_keys);
+}
+template <class... Ts>
+inline constexpr int count_of(const plan_list<Ts...>*) {
+  return int(sizeof...(Ts));
+}
+
+template <>
+inline constexpr int plan_cost<no_input_gradient> = 0;
+template <class Partial, class Index>
+inline constexpr int plan_cost<input_gradient<Partial, Index>> = 3 + plan_cost<Partial> + plan_cost<Index>;
+template <class... Ts>
+inline constexpr int plan_cost<plan_list<Ts...>> = (0 + ... + plan_cost<Ts>);
 
 /// A modification on the device: the modified score, its derivative by the score, and each
 /// learned input's gradient, at the score's coordinates (b, h, i, j) in [batch, heads, queries,
@@ -64,6 +111,8 @@ __device__ void add_each(const plan_list<Ts...>& list, At at, A s, A d_score, A*
 template <class Score, class Slope, class Inputs>
 struct device_score_modification {
   static constexpr bool modifies = true;
+  /// What the score, its derivative and the inputs' gradients cost together (plan_cost.cuh).
+  static constexpr int cost = plan_cost<Score> + plan_cost<Slope> + plan_cost<Inputs>;
   Score score;
   Slope slope;    // expr::zero's plan: none (a constant shift has derivative 1: still a plan)
   Inputs inputs;  // plan_list of input_gradient or no_input_gradient, one an input
@@ -82,6 +131,22 @@ struct device_score_modification {
   template <class A>
   __device__ void accumulate(const score_position& at, A s, A d_score, A* gradients) const {
     add_each(inputs, at, s, d_score, gradients);
+  }
+
+  /// The inputs, each with a number in `held` below.
+  static constexpr int input_count = count_of(static_cast<const Inputs*>(nullptr));
+  /// Whether each input's element that a score reads is the same along a query's keys (ALiBi's
+  /// slope a head): a kernel may then sum a query's shares of each input's gradient in `held`
+  /// (input_count numbers, zeros at first; hold at each score) and add them to `gradients` once
+  /// (add_held, at any of the query's scores), rather than at every score (accumulate).
+  static constexpr bool holds_along_keys = !any_along_keys(static_cast<const Inputs*>(nullptr));
+  template <class A>
+  __device__ void hold(const score_position& at, A s, A d_score, A* held) const {
+    hold_each(inputs, at, s, d_score, held);
+  }
+  template <class A>
+  __device__ void add_held(const score_position& at, const A* held, A* gradients) const {
+    add_each_held(inputs, at, held, gradients);
   }
 };
 

@@ -4,8 +4,8 @@
 // was there), and fused_attention<emulated_gpu> is fused_attention<cuda>'s host code
 // (fused_attention_launch.cuh) launching its kernels on the emulator. A score modification is
 // given in host form, over host memory, and turned into the plans the GPU's kernels take
-// (score_modification.cuh), as fused_attention<cuda> turns it; a mask rule given as an
-// expression likewise (mask_rule.cuh).
+// (score_modification.cuh), as fused_attention<cuda> turns it (emulated::added_at_each_score
+// asks for a variation of that form); a mask rule given as an expression likewise (mask_rule.cuh).
 #pragma once
 
 #include <attn/cuda/emulator.hpp>  // first: the kernels below are compiled for it
@@ -22,6 +22,32 @@
 namespace emulated {
 
 struct gpu {};
+
+/// A modification in host form whose device form adds each score's share of the learned inputs'
+/// gradients to memory at that score, as the kernels do where the shares cannot be held in
+/// registers (device_score_modification::holds_along_keys): a test compares the two ways.
+template <class Host>
+struct added_at_each_score {
+  Host host;
+};
+
+template <class M>
+struct added_at_each_score_form : M {
+  static constexpr bool holds_along_keys = false;
+};
+
+/// The device form fused_attention<cuda> makes of host form m; for added_at_each_score, that
+/// form adding at each score.
+template <class Host>
+auto device_form(const Host& m) {
+  return attn::cuda_backend::device_modification(m);
+}
+template <class Host>
+auto device_form(const added_at_each_score<Host>& m) {
+  const auto held = attn::cuda_backend::device_modification(m.host);
+  static_assert(decltype(held)::holds_along_keys, "a form that held its sums, to compare with");
+  return added_at_each_score_form<std::remove_const_t<decltype(held)>>{held};
+}
 
 }  // namespace emulated
 
@@ -49,7 +75,7 @@ struct fused_attention<emulated::gpu> {
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
     launch::forward(p, q, k, v, bias, out, log_sum_exp, cuda_backend::device_rule(rule),
-                    cuda_backend::device_modification(modification));
+                    emulated::device_form(modification));
   }
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
@@ -58,7 +84,7 @@ struct fused_attention<emulated::gpu> {
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
     launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, cuda_backend::device_rule(rule),
-                     cuda_backend::device_modification(modification), d_modification);
+                     emulated::device_form(modification), d_modification);
   }
 
  private:

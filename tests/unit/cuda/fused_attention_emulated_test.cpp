@@ -224,6 +224,50 @@ TEST_CASE("fused attention's GPU kernels on the emulator: float16 on tensor core
   same_bits_in_either_order<attn::float16>(true);
 }
 
+/// make_learned's modification, whose device form adds each score's share of the learned inputs'
+/// gradients to memory at the score.
+template <modification kind>
+struct make_added_at_each_score {
+  template <class A>
+  auto operator()(const A* learned, const fused_case::sizes& z) const {
+    const auto host = make_learned<kind>{}(learned, z);
+    return emulated::added_at_each_score<decltype(host)>{host};
+  }
+};
+
+/// The modified cases with learned inputs up to 129 queries, with the learned inputs' gradient
+/// shares held in registers (ALiBi's slopes and the soft cap's caps are a number a head: every
+/// share of a query row goes to the same number) and added to memory at each score: the same bits.
+template <class T>
+void same_bits_held_or_added(bool tensor_cores) {
+  const tensor_cores_set setting(tensor_cores);
+  unsigned seed = 1;
+  int compared = 0;
+  for (const auto& z : fused_case::cases()) {
+    ++seed;
+    if (z.queries > 129 || z.modified == modification::none || !z.learns || !fused_case::runs<T>(z)) continue;
+    const auto held = run_case<T, emulated::gpu>(z, seed);
+    const auto added = z.modified == modification::alibi
+                           ? fused_case::run_kernel<T, emulated::gpu>(z, seed, make_added_at_each_score<modification::alibi>{})
+                           : fused_case::run_kernel<T, emulated::gpu>(z, seed,
+                                                                      make_added_at_each_score<modification::soft_cap>{});
+    INFO(z.str());
+    CHECK(!held.d_modification.empty());
+    CHECK(held.d_modification == added.d_modification);
+    CHECK(held.d_q == added.d_q);
+    CHECK(held.d_k == added.d_k);
+    CHECK(held.out == added.out);
+    ++compared;
+  }
+  CHECK(compared >= 3);
+}
+
+TEST_CASE("fused attention's GPU kernels on the emulator: the learned inputs' gradients held in registers or added "
+          "at each score, the same bits") {
+  same_bits_held_or_added<float>(false);
+  same_bits_held_or_added<attn::float16>(true);
+}
+
 TEST_CASE("fused attention's tensor-core key walk puts its first tile in the first buffer, wherever it starts") {
   // The second buffer holds the block's own queries (and output gradients) until the first
   // tile is waited for: a walk that starts at an odd tile (a band's) must not copy into it.
