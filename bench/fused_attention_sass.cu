@@ -3,8 +3,13 @@
 // modification), at head widths 32, 64 and 128, for bench/fused_attention_sass.sh to read
 // ptxas's registers and spills and count their sm_90 SASS. Compiled only: nothing runs. The
 // dK/dV kernel twice: with dQ's sums (the default backward) and without (the deterministic one,
-// beside the dQ kernel). The script's build is the check that these still match the kernels.
+// beside the dQ kernel). Then under ALiBi with learned slopes (its device form as
+// fused_attention<cuda> makes it), at widths 64 and 128: the forward, dK/dV and the dQ kernel,
+// which sums the slopes' gradient. The script's build is the check that these still match the
+// kernels.
 #include <attn/cuda/fused_attention_launch.cuh>
+#include <attn/cuda/score_modification.cuh>
+#include <attn/grad/fused_attention.hpp>
 
 namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
 using attn::bfloat16;
@@ -28,3 +33,36 @@ using plain = attn::cuda_backend::no_score_modification;
 ATTN_KERNELS(32)
 ATTN_KERNELS(64)
 ATTN_KERNELS(128)
+
+namespace {
+using B = attn::dim<"batch">;
+using H = attn::dim<"heads">;
+using Q = attn::dim<"queries">;
+using K = attn::dim<"keys">;
+
+/// ALiBi's device form over a learned slope a head (its type is all the kernels need).
+auto alibi_form(const float* slopes) {
+  using S = attn::shape<B, H, Q, K>;
+  const attn::extents<S> scores(4, 16, 1024, 1024);
+  const attn::tensor_view<const float, attn::shape<H>, attn::cuda> x(slopes, attn::extents<attn::shape<H>>(16));
+  const auto alibi = [](const auto& s, const auto& m) {
+    return s - attn::broadcast_like(m, s) * attn::abs(attn::index_along<Q>(s) - attn::index_along<K>(s));
+  };
+  return attn::cuda_backend::device_modification(
+      attn::grad::detail::evaluate_modification_of<float, S, attn::cuda>(alibi, scores, {true}, x));
+}
+}  // namespace
+using alibi = decltype(alibi_form(nullptr));
+
+#define ATTN_ALIBI_KERNELS(D)                                                                                         \
+  template __global__ void tensor_cores::forward<D, bfloat16, rule, alibi>(                                          \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, alibi);  \
+  template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, alibi>(                                    \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
+      const float*, bfloat16*, bfloat16*, rule, alibi, float*);                                                      \
+  template __global__ void tensor_cores::backward_queries<D, bfloat16, rule, alibi>(                                 \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
+      const float*, bfloat16*, rule, alibi, float*, attn::index_t);
+
+ATTN_ALIBI_KERNELS(64)
+ATTN_ALIBI_KERNELS(128)

@@ -7,8 +7,11 @@
 # with atomics; `backward_keys` is the deterministic backward's, beside `backward_queries`); then `tile`, the instructions a warp issues for one step on an unmasked tile
 # without dropout, walked through the SASS: whole-tile staging and unmasked loops taken (the
 # branches on two predicates), around dropout's calls and 64-bit divisions (a forward branch
-# over a CALL and no copy), each 16-byte copy loop run D / 16 times, other inner loops once.
-# Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
+# over a CALL and no copy), each 16-byte copy loop run D / 16 times, other inner loops once; a
+# call on that path counts with its function's body. Then the same kernels under ALiBi with
+# learned slopes (`ALiBi forward`, ...), at widths 64 and 128. A score modification called out
+# of line behind a branch (the backward's, where dS ≠ 0) is walked around as dropout's is: its
+# backward kernels' tiles are counted as of scores whose dS is 0. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +38,8 @@ for line in open(sys.argv[2]):
 def label(mangled):
     kernel = re.search(r'(forward|backward_keys|backward_queries)ILi(\d+)', mangled)
     sums = 'no_score_modificationELb1E' in mangled  # backward_keys<D, T, Rule, M, sums_queries = true>
-    return kernel.group(1) + ('+dQ sums' if sums else ''), int(kernel.group(2))
+    alibi = 'device_score_modification' in mangled
+    return ('ALiBi ' if alibi else '') + kernel.group(1) + ('+dQ sums' if sums else ''), int(kernel.group(2))
 def tile_path(ops, loop_begin, loop_end, copies):
     """Instructions from the loop's head to its back edge along an unmasked tile's branches."""
     at = {o[0]: k for k, o in enumerate(ops)}
@@ -45,6 +49,11 @@ def tile_path(ops, loop_begin, loop_end, copies):
     while True:
         address, op, operands, predicate, _ = ops[k]
         count += 1
+        callee = re.match(r'0x([0-9a-f]+)', operands) if op == 'CALL' else None
+        if callee and int(callee.group(1), 16) in at:  # an out-of-line function: its body to RET too
+            c = at[int(callee.group(1), 16)]
+            while ops[c][1] != 'RET': count, c = count + 1, c + 1
+            count += 1
         if address == loop_end: return count
         if op == 'BRA':
             target = int(re.search(r'0x([0-9a-f]+)', operands).group(1), 16)
@@ -61,7 +70,7 @@ def tile_path(ops, loop_begin, loop_end, copies):
                 continue
         k += 1
 
-print(f"{'kernel':21s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s}")
+print(f"{'kernel':27s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s}")
 for mangled in sorted(code, key=label):
     ops = code[mangled]
     loops = []
@@ -76,6 +85,6 @@ for mangled in sorted(code, key=label):
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)
     tile = tile_path(ops, body[0][0], body[-1][0], d // 16)
-    print(f"{kernel:21s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
+    print(f"{kernel:27s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
           f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {tile:5d}")
 PY
