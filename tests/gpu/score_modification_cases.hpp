@@ -59,6 +59,12 @@ void for_each(const Compare& compare, const Random& random) {
       "table through a three-way permute",
       [](const auto& s, const auto& table) { return s - attn::broadcast_like(attn::permute<H, Q, K>(table), s); },
       random(extents<shape<K, H, Q>>(7, 3, 5), -1.0, 1.0));
+  // The same rotation of a table that every key of a query reads alike (its element does not move
+  // along the keys: the kernels may hold a query's shares of its gradient).
+  compare(
+      "a table of queries through a three-way permute",
+      [](const auto& s, const auto& table) { return s + attn::broadcast_like(attn::permute<B, H, Q>(table), s); },
+      random(extents<shape<Q, B, H>>(5, 2, 3), -1.0, 1.0));
   // A per-head table under another name: a reshape that passes the coordinates on.
   compare(
       "table through a rename",

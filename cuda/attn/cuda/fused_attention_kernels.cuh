@@ -191,18 +191,6 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   }
 }
 
-/// How many sums of a query's shares of M's learned inputs' gradients a dQ kernel holds in
-/// registers: one an input where each input's element is the same along the query's keys (ALiBi's
-/// slope a head: otherwise each share is added to memory at its score, a load and a store that
-/// wait on the previous score's); 0 where there are none or they cannot be held.
-template <class M>
-constexpr int held_inputs() {
-  if constexpr (M::modifies) {
-    if constexpr (M::holds_along_keys) return M::input_count;
-  }
-  return 0;
-}
-
 /// dQ of 64 queries of one head: a thread a query, over every key it sees; sentences from
 /// first_sentence on, one a grid row. With a modification whose inputs learn, the row's share of
 /// their gradients into its own slice of `input_gradients`, which holds the launch's rows (zeros
@@ -261,7 +249,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
         const score_position score{{b, h, i, key + j}};
         if (d_score != A(0)) {  // 0: hidden, or no gradient
           if constexpr (held > 0) {
-            modification.hold(score, scaled, d_score, sums);
+            if (input_gradients != nullptr) modification.hold(score, scaled, d_score, sums);
           } else if (input_gradients != nullptr) {
             modification.accumulate(score, scaled, d_score,
                                     input_gradients + (at.query_row + i - first_row) * modification.size);

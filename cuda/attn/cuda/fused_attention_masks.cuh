@@ -20,6 +20,19 @@ struct no_score_modification {
   static constexpr bool modifies = false;
 };
 
+/// How many sums of a query's shares of M's learned inputs' gradients a dQ kernel holds (one an
+/// input) and adds to memory once: where each input's element is the same along the query's keys
+/// (device_score_modification::holds_along_keys: ALiBi's slope a head); 0 where there are none
+/// or they cannot be held, and each share is added to memory at its score, a load and a store
+/// that wait on the previous score's.
+template <class M>
+constexpr int held_inputs() {
+  if constexpr (M::modifies) {
+    if constexpr (M::holds_along_keys) return M::input_count;
+  }
+  return 0;
+}
+
 }  // namespace attn::cuda_backend
 
 namespace attn::cuda_backend::fused_attention_kernels {

@@ -766,7 +766,7 @@ inline constexpr int gradient_slots = 4;
 /// dQ of 64 queries of one head, over every key they see; sentences from first_sentence on, one
 /// a grid row. With a modification whose inputs learn, each lane adds its share of their
 /// gradients into its own slot of its rows in `input_gradients`, which holds the launch's rows
-/// (zeros at first): at each score, or once a row from sums in registers (held_inputs).
+/// (zeros at first): at each score, or once a row from sums it holds (held_inputs).
 template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
@@ -801,8 +801,10 @@ __global__ void __launch_bounds__(warps * 32)
   }
   float lse[2], dot[2];
   float* slot[2] = {nullptr, nullptr};  // the lane's share of its rows' learned gradients
-  constexpr int held = kernels::held_inputs<M>();
-  float sums[2][held > 0 ? held : 1] = {};  // the same, held in registers
+  // The same, held: in registers where the modification is inlined, on the stack (in the L1
+  // cache, not written through to memory as a slot's adds are) where it is called.
+  constexpr int held = held_inputs<M>();
+  float sums[2][held > 0 ? held : 1] = {};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     lse[r] = rows[r] < p.queries ? log_sum_exp[at.query_row + rows[r]] : -INFINITY;

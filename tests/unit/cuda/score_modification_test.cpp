@@ -69,8 +69,10 @@ void compare(const std::string& name, const F& f, const tensor<float, X, attn::c
   CHECK(mismatched_slopes == 0);
   CHECK(got == want);
 
-  // The kernels hold a query's shares of the input's gradient in registers (holds_along_keys)
-  // exactly where the element each score reads is the same along the query's keys.
+  // The kernels hold a query's shares of the input's gradient (holds_along_keys) exactly where
+  // the element each score reads is the same along the query's keys. (A reshape counts as
+  // reading every coordinate: a case whose reshape leaves the keys alone would fail here, and
+  // would say so.)
   int moves_along_keys = 0;
   for (index_t at = 0; at < sizes.size(); ++at) {
     const auto c = attn::detail::from_row_major<S>(at, sizes);
