@@ -859,7 +859,8 @@ __global__ void __launch_bounds__(warps * 32)
     // The slot held zeros: adding each sum once gives the bits that adding each share did.
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      if (slot[r] != nullptr) modification.add_held(score_position{{b, h, rows[r], block_keys.begin}}, sums[r], slot[r]);
+      if (slot[r] != nullptr)
+        modification.add_held(score_position{{b, h, rows[r], block_keys.begin}}, sums[r], slot[r]);
   }
   const float unscaled[2] = {1, 1};
   store_rows<T, D>(d_q, at.query_row, p.d_k, dq, rows, p.queries, unscaled);

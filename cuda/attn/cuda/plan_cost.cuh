@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include <attn/expr/ops.hpp>
 
@@ -21,39 +22,22 @@ namespace attn::cuda_backend {
 /// in float), a division, a user's operation.
 inline constexpr int costly = 24;
 
-/// An operation's cost beside its operands'.
+/// An operation's cost beside its operands': an instruction or two for arithmetic, a
+/// comparison, an absolute value or a cast (a 16-bit type rounds, then widens); `costly` for
+/// the rest.
+namespace detail {
+template <class Op, class... Cheap>
+inline constexpr bool is_one_of = (std::is_same_v<Op, Cheap> || ...);
+}  // namespace detail
 template <class Op>
-inline constexpr int operation_cost = costly;
-template <>
-inline constexpr int operation_cost<op::negate> = 1;
-template <>
-inline constexpr int operation_cost<op::abs> = 1;
-template <>
-inline constexpr int operation_cost<op::relu> = 1;
+inline constexpr int operation_cost =
+    detail::is_one_of<Op, op::negate, op::abs, op::relu, op::add, op::subtract, op::multiply, op::maximum,
+                      op::minimum, op::less, op::less_equal, op::greater, op::greater_equal, op::equal_to,
+                      op::not_equal_to>
+        ? 1
+        : costly;
 template <class To>
-inline constexpr int operation_cost<op::cast<To>> = 2;  // a 16-bit type rounds, then widens
-template <>
-inline constexpr int operation_cost<op::add> = 1;
-template <>
-inline constexpr int operation_cost<op::subtract> = 1;
-template <>
-inline constexpr int operation_cost<op::multiply> = 1;
-template <>
-inline constexpr int operation_cost<op::maximum> = 1;
-template <>
-inline constexpr int operation_cost<op::minimum> = 1;
-template <>
-inline constexpr int operation_cost<op::less> = 1;
-template <>
-inline constexpr int operation_cost<op::less_equal> = 1;
-template <>
-inline constexpr int operation_cost<op::greater> = 1;
-template <>
-inline constexpr int operation_cost<op::greater_equal> = 1;
-template <>
-inline constexpr int operation_cost<op::equal_to> = 1;
-template <>
-inline constexpr int operation_cost<op::not_equal_to> = 1;
+inline constexpr int operation_cost<op::cast<To>> = 2;
 
 /// A plan's cost, its operands' included.
 template <class P>

@@ -246,11 +246,11 @@ void same_bits_held_or_added(bool tensor_cores) {
   for (const auto& z : fused_case::cases()) {
     ++seed;
     if (z.queries > 129 || z.modified == modification::none || !z.learns || !fused_case::runs<T>(z)) continue;
+    using fused_case::run_kernel;
     const auto held = run_case<T, emulated::gpu>(z, seed);
     const auto added = z.modified == modification::alibi
-                           ? fused_case::run_kernel<T, emulated::gpu>(z, seed, make_added_at_each_score<modification::alibi>{})
-                           : fused_case::run_kernel<T, emulated::gpu>(z, seed,
-                                                                      make_added_at_each_score<modification::soft_cap>{});
+                           ? run_kernel<T, emulated::gpu>(z, seed, make_added_at_each_score<modification::alibi>{})
+                           : run_kernel<T, emulated::gpu>(z, seed, make_added_at_each_score<modification::soft_cap>{});
     INFO(z.str());
     CHECK(!held.d_modification.empty());
     CHECK(held.d_modification == added.d_modification);

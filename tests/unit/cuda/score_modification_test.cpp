@@ -113,7 +113,9 @@ TEST_CASE("the fused kernels inline ALiBi's plans, not a soft cap's tanh and div
       },
       per_head);
   const auto soft_cap = device_form(
-      [](const auto& s, const auto& cap) { return attn::broadcast_like(cap, s) * attn::tanh(s / attn::broadcast_like(cap, s)); },
+      [](const auto& s, const auto& cap) {
+        return attn::broadcast_like(cap, s) * attn::tanh(s / attn::broadcast_like(cap, s));
+      },
       per_head);
   using alibi_form = decltype(alibi);
   using soft_cap_form = decltype(soft_cap);
