@@ -93,27 +93,32 @@ inline std::vector<std::vector<token>> encode_lines(const job& j, std::span<cons
   return sentences;
 }
 
+/// The subword ids of a line of space-separated pieces (--pieces' text), `where` ("FILE:LINE: ")
+/// naming it: a piece the vocabulary lacks, or a control symbol, which no translation holds, is
+/// an error.
+inline std::vector<token> ids_of_pieces(const job& j, const std::string& pieces, const std::string& where) {
+  std::vector<token> ids;
+  std::istringstream words(pieces);
+  for (std::string piece; words >> piece;) {
+    const auto id = j.vocabulary.id_of(piece);
+    if (!id) throw std::runtime_error(where + "the piece '" + piece + "' is not in the vocabulary");
+    if (*id == text::subword_model::pad_id || *id == text::subword_model::bos_id ||
+        *id == text::subword_model::eos_id)
+      throw std::runtime_error(where + "'" + piece + "' is a control symbol, which no translation holds");
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
 /// --score's sentences as subword ids: their text encoded, or with --pieces their pieces looked
-/// up. A piece the vocabulary lacks, a control symbol, or a sentence longer than learned
-/// positions reach is an error that names its line.
+/// up (ids_of_pieces). A sentence longer than learned positions reach is an error that names its
+/// line too.
 inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_positions) {
   const std::string file = j.opts.targets.string();
   std::vector<std::vector<token>> targets(j.targets.size());
   for (std::size_t i = 0; i < j.targets.size(); ++i) {
     const std::string where = file + ":" + std::to_string(i + 1) + ": ";
-    if (!j.opts.pieces) {
-      targets[i] = j.vocabulary.encode(j.targets[i]);
-    } else {
-      std::istringstream words(j.targets[i]);
-      for (std::string piece; words >> piece;) {
-        const auto id = j.vocabulary.id_of(piece);
-        if (!id) throw std::runtime_error(where + "the piece '" + piece + "' is not in the vocabulary");
-        if (*id == text::subword_model::pad_id || *id == text::subword_model::bos_id ||
-            *id == text::subword_model::eos_id)
-          throw std::runtime_error(where + "'" + piece + "' is a control symbol, which no translation holds");
-        targets[i].push_back(*id);
-      }
-    }
+    targets[i] = j.opts.pieces ? ids_of_pieces(j, j.targets[i], where) : j.vocabulary.encode(j.targets[i]);
     if (index_t(targets[i].size()) + 1 > max_positions)
       throw std::runtime_error(where + std::to_string(targets[i].size()) +
                                " subwords; the model's learned positions hold the start symbol and " +
@@ -124,21 +129,6 @@ inline std::vector<std::vector<token>> encode_targets(const job& j, index_t max_
 
 /// The name of a stop signal, for messages.
 inline const char* stop_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
-
-/// The text of a line of space-separated pieces (--pieces' output) `file`:`line` holds.
-inline std::string text_of_pieces(const job& j, const std::string& pieces, const std::filesystem::path& file,
-                                  std::size_t line) {
-  std::vector<token> tokens;
-  std::istringstream words(pieces);
-  for (std::string piece; words >> piece;) {
-    const auto id = j.vocabulary.id_of(piece);
-    if (!id)
-      throw std::runtime_error(file.string() + ":" + std::to_string(line) + ": the piece '" + piece +
-                               "' is not in the vocabulary");
-    tokens.push_back(*id);
-  }
-  return j.vocabulary.decode(tokens);
-}
 
 /// The order a window's lines are decoded in: sorted into batches of about equal length, so
 /// little is padding; longest first, so the progress line's estimate errs on the long side. A
@@ -278,7 +268,9 @@ int translate(job& j) {
     }
     if (keep_best)
       for (std::size_t i = 0; i < kept.size(); ++i)
-        best.push_back(o.pieces ? detail::text_of_pieces(j, kept[i], output.partial(), i + 1) : kept[i]);
+        best.push_back(o.pieces ? j.vocabulary.decode(detail::ids_of_pieces(
+                                      j, kept[i], output.partial().string() + ":" + std::to_string(i + 1) + ": "))
+                                : kept[i]);
     lines = decoded = resumed = kept.size();
     const std::string partial = output.partial().string();
     const std::string said = !found         ? "no " + partial + ": translating from the first line"

@@ -572,6 +572,26 @@ class Stopping(unittest.TestCase):
         self.assertIn("--resume goes on from plain translations, a line each: not with --nbest", done.stderr)
         translate("--run", MODEL_DIR, "--input", toy("valid.src"), "--resume", expect=2)  # needs --output
 
+    def test_resume_with_pieces_scores_the_kept_lines_as_text(self):
+        # --pieces writes subword pieces; BLEU is of their text, the kept lines' too, so a run
+        # resumed from the first 40 lines of a whole run's output scores what the whole run did.
+        output, partial = WORK / "pieces-resumed.txt", WORK / "pieces-resumed.txt.partial"
+        whole_scores, resumed_scores = WORK / "pieces-whole.json", WORK / "pieces-resumed.json"
+        args = ["--run", MODEL_DIR, "--input", toy("valid.src"), "--output", output, "--greedy", "--pieces",
+                "--bleu", toy("valid.tgt")]
+        translate(*args, "--scores", whole_scores)
+        pieces = output.read_text().splitlines()
+        partial.write_text("".join(line + "\n" for line in pieces[:40]))
+        translate(*args, "--resume", "--quiet", "--scores", resumed_scores)
+        self.assertEqual(output.read_text().splitlines(), pieces)
+        whole, resumed = json.loads(whole_scores.read_text()), json.loads(resumed_scores.read_text())
+        self.assertEqual(resumed["resumed_sentences"], 40)
+        self.assertAlmostEqual(resumed["bleu"], whole["bleu"])
+        # A kept line's piece that the vocabulary lacks is an error that names its line.
+        partial.write_text("".join(line + "\n" for line in pieces[:3]) + "no-such-piece\n")
+        done = translate(*args, "--resume", expect=1)
+        self.assertIn(f"{partial}:4: the piece 'no-such-piece' is not in the vocabulary", done.stderr)
+
     def test_a_shell_loop_stops_with_it(self):
         # A terminal's Ctrl-C reaches its whole foreground process group, here bash and
         # attn-translate. bash goes on after a command that exits with status 130, and stops
