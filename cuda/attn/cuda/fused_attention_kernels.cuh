@@ -248,11 +248,12 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
       if constexpr (M::modifies) {
         const score_position score{{b, h, i, key + j}};
         if (d_score != A(0)) {  // 0: hidden, or no gradient
-          if constexpr (held > 0) {
-            if (input_gradients != nullptr) modification.hold(score, scaled, d_score, sums);
-          } else if (input_gradients != nullptr) {
-            modification.accumulate(score, scaled, d_score,
-                                    input_gradients + (at.query_row + i - first_row) * modification.size);
+          if (input_gradients != nullptr) {
+            if constexpr (held > 0)
+              modification.hold(score, scaled, d_score, sums);
+            else
+              modification.accumulate(score, scaled, d_score,
+                                      input_gradients + (at.query_row + i - first_row) * modification.size);
           }
           d_score *= modification.derivative(score, scaled);
         }

@@ -129,14 +129,14 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
 }
 
 /// A modification's score, and dS by the unmodified score with the learned inputs' share added
-/// at `input_gradients` (when not null; `held`: into the query's sums there, one an input, as
-/// device_score_modification::hold says). A lane's 32 scores a tile are unrolled, so the code is
+/// at `input_gradients` (when not null): the query's slots, or where M's shares are held
+/// (held_inputs), the query's sums, one an input, as device_score_modification::hold says. A lane's 32 scores a tile are unrolled, so the code is
 /// inlined 32 times a loop where it is inlined: for a modification of up to `inlined_cost`
 /// (plan_cost.cuh; ALiBi's), the code a score is shorter than a call's moving of arguments, and
 /// a call cost more: the arguments' stores and the plans' loads from the caller's stack, one
 /// call after the other, and the stack frames of the registers it saves (ALiBi, sm_90, ptxas:
 /// 120–200 bytes a thread in every kernel, 584 bytes of spill loads in dK/dV at D = 128;
-/// inlined, 0 to 80 bytes). A costlier one is called out of line: inlined at each of the 32
+/// inlined, 0 to 64 bytes). A costlier one is called out of line: inlined at each of the 32
 /// scores, a soft cap's plans multiplied the kernels' code, and ptxas's time, by as much (the
 /// linear-index plans of 2026-11-25, inlined, took the gpu test's build from 105 s to 15 min).
 template <class M>
@@ -144,12 +144,12 @@ __device__ __forceinline__ float modified_score_here(const M& m, index_t b, inde
                                                      float scaled) {
   return kernels::modified(m, b, h, i, j, scaled);
 }
-template <bool held, class M>
+template <class M>
 __device__ __forceinline__ float modified_score_gradient_here(const M& m, index_t b, index_t h, index_t i, index_t j,
                                                               float scaled, float d_score, float* input_gradients) {
   const score_position at{{b, h, i, j}};
   if (input_gradients != nullptr) {
-    if constexpr (held) m.hold(at, scaled, d_score, input_gradients);
+    if constexpr (held_inputs<M>() > 0) m.hold(at, scaled, d_score, input_gradients);
     else m.accumulate(at, scaled, d_score, input_gradients);
   }
   return d_score * m.derivative(at, scaled);
@@ -159,11 +159,11 @@ ATTN_CUDA_NOINLINE __device__ float modified_score_call(const M& m, index_t b, i
                                                         float scaled) {
   return modified_score_here(m, b, h, i, j, scaled);
 }
-template <bool held, class M>
+template <class M>
 ATTN_CUDA_NOINLINE __device__ float modified_score_gradient_call(const M& m, index_t b, index_t h, index_t i,
                                                                  index_t j, float scaled, float d_score,
                                                                  float* input_gradients) {
-  return modified_score_gradient_here<held>(m, b, h, i, j, scaled, d_score, input_gradients);
+  return modified_score_gradient_here(m, b, h, i, j, scaled, d_score, input_gradients);
 }
 
 /// Whether the kernels inline modification M's plans.
@@ -175,13 +175,12 @@ __device__ inline float modified_score(const M& m, index_t b, index_t h, index_t
   if constexpr (inlines<M>) return modified_score_here(m, b, h, i, j, scaled);
   else return modified_score_call(m, b, h, i, j, scaled);
 }
-template <bool held, class M>
+template <class M>
 __device__ inline float modified_score_gradient(const M& m, index_t b, index_t h, index_t i, index_t j, float scaled,
                                                 float d_score, float* input_gradients) {
-  if constexpr (inlines<M>) return modified_score_gradient_here<held>(m, b, h, i, j, scaled, d_score, input_gradients);
-  else return modified_score_gradient_call<held>(m, b, h, i, j, scaled, d_score, input_gradients);
+  if constexpr (inlines<M>) return modified_score_gradient_here(m, b, h, i, j, scaled, d_score, input_gradients);
+  else return modified_score_gradient_call(m, b, h, i, j, scaled, d_score, input_gradients);
 }
-
 
 /// Weight (b, h, i, j)'s dropout factor, out of line: the counter-based generator inlined at each
 /// of a lane's 32 weights a tile took 70 of the forward kernel's 250 registers at D = 128, even
@@ -490,8 +489,8 @@ __device__ inline float unseen_as_infinite(float lse) { return lse == -INFINITY 
 /// bias added), the dropout factor, dP = dO·v, the query's log-sum-exp (+∞ where it saw
 /// nothing: unseen_as_infinite) and D = rowsum(dO ⊙ O). Under a modification dS is by the
 /// modified score's input, and its learned inputs' share is added at `input_gradients` (the dQ
-/// kernel's, `held` as modified_score_gradient says; null in dK and dV's).
-template <bool held, class M>
+/// kernel's, as modified_score_gradient says; null in dK and dV's).
+template <class M>
 __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
                                                    float scaled, float s, float kept, float d_weight, float lse,
                                                    float dot, [[maybe_unused]] float* input_gradients) {
@@ -505,7 +504,7 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
   g.weight = probability * kept;
   if constexpr (M::modifies) {
     if (g.d_score != 0.f) {  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
-      g.d_score = modified_score_gradient<held>(modification, b, h, i, j, scaled, g.d_score, input_gradients);
+      g.d_score = modified_score_gradient(modification, b, h, i, j, scaled, g.d_score, input_gradients);
     }
   }
   return g;
@@ -514,7 +513,7 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
 /// P and dS of query i and key j on a tile that a mask or dropout may touch: both 0 where the
 /// pair is hidden (`in_row`: padding and the causal rule leave it, as the caller counted) or the
 /// query sees nothing.
-template <bool held = false, class T, class Rule, class M>
+template <class T, class Rule, class M>
 __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
                                             index_t j, bool in_row, const T* bias, const Rule& rule,
                                             const M& modification, float product, float d_weight, float lse,
@@ -524,18 +523,18 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   float s = score_of(modification, b, h, i, j, scaled);
   if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
   const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
-  return seen_pair_gradient<held>(modification, b, h, i, j, scaled, s, kept, d_weight, lse, dot, input_gradients);
+  return seen_pair_gradient(modification, b, h, i, j, scaled, s, kept, d_weight, lse, dot, input_gradients);
 }
 
 /// P and dS of query i and key j on a tile that neither a mask nor dropout touches: no checks,
 /// no branches (they had cost the backward kernels more instructions than their products).
-template <bool held = false, class M>
+template <class M>
 __device__ inline pair_gradient unmasked_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
                                                   float product, float scale, float d_weight, float lse, float dot,
                                                   float* input_gradients) {
   const float scaled = product * scale;
-  return seen_pair_gradient<held>(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), 1.f,
-                                  d_weight, lse, dot, input_gradients);
+  return seen_pair_gradient(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), 1.f,
+                            d_weight, lse, dot, input_gradients);
 }
 
 /// 16-bit elements a stage of backward_keys takes: a tile of queries and one of output
@@ -841,16 +840,16 @@ __global__ void __launch_bounds__(warps * 32)
     const auto sink = [&](int r) { return held > 0 ? sums[r] : slot[r]; };
     if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule) && !(p.dropout > 0)) {
       each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
-        return unmasked_gradient<(held > 0)>(modification, b, h, rows[r], key + column, product, scale, d_weight,
-                                             unseen_as_infinite(lse), dot, sink(r));
+        return unmasked_gradient(modification, b, h, rows[r], key + column, product, scale, d_weight,
+                                 unseen_as_infinite(lse), dot, sink(r));
       });
     } else {
       // The keys that padding and the causal rule let each of the lane's queries see.
       const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
                            kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
       each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
-        return gradient_of<(held > 0)>(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification,
-                                       product, d_weight, lse, dot, sink(r));
+        return gradient_of(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification, product,
+                           d_weight, lse, dot, sink(r));
       });
     }
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
