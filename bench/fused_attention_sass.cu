@@ -17,22 +17,29 @@ using problem = attn::fused_attention_problem;
 using rule = attn::every_pair;
 using plain = attn::cuda_backend::no_score_modification;
 
-#define ATTN_KERNELS(D)                                                                                               \
-  template __global__ void tensor_cores::forward<D, bfloat16, rule, plain>(                                          \
-      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, plain);  \
-  template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, plain>(                                    \
+/// The forward, dK/dV and dQ kernels of width D under modification M.
+#define ATTN_KERNELS(D, M)                                                                                            \
+  template __global__ void tensor_cores::forward<D, bfloat16, rule, M>(                                              \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, M);      \
+  template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, M>(                                        \
       problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, bfloat16*, rule, plain, float*);                                                      \
+      const float*, bfloat16*, bfloat16*, rule, M, float*);                                                          \
+  template __global__ void tensor_cores::backward_queries<D, bfloat16, rule, M>(                                     \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
+      const float*, bfloat16*, rule, M, float*, attn::index_t);
+
+/// The dK/dV kernel of width D that sums dQ too (the default backward's), without a modification.
+#define ATTN_SUMMING_KERNEL(D)                                                                                        \
   template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, plain, true>(                              \
       problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, bfloat16*, rule, plain, float*);                                                      \
-  template __global__ void tensor_cores::backward_queries<D, bfloat16, rule, plain>(                                 \
-      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, rule, plain, float*, attn::index_t);
+      const float*, bfloat16*, bfloat16*, rule, plain, float*);
 
-ATTN_KERNELS(32)
-ATTN_KERNELS(64)
-ATTN_KERNELS(128)
+ATTN_KERNELS(32, plain)
+ATTN_KERNELS(64, plain)
+ATTN_KERNELS(128, plain)
+ATTN_SUMMING_KERNEL(32)
+ATTN_SUMMING_KERNEL(64)
+ATTN_SUMMING_KERNEL(128)
 
 namespace {
 using B = attn::dim<"batch">;
@@ -54,15 +61,5 @@ auto alibi_form(const float* slopes) {
 }  // namespace
 using alibi = decltype(alibi_form(nullptr));
 
-#define ATTN_ALIBI_KERNELS(D)                                                                                         \
-  template __global__ void tensor_cores::forward<D, bfloat16, rule, alibi>(                                          \
-      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, alibi);  \
-  template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, alibi>(                                    \
-      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, bfloat16*, rule, alibi, float*);                                                      \
-  template __global__ void tensor_cores::backward_queries<D, bfloat16, rule, alibi>(                                 \
-      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, rule, alibi, float*, attn::index_t);
-
-ATTN_ALIBI_KERNELS(64)
-ATTN_ALIBI_KERNELS(128)
+ATTN_KERNELS(64, alibi)
+ATTN_KERNELS(128, alibi)

@@ -11,7 +11,8 @@
 # call on that path counts with its function's body. Then the same kernels under ALiBi with
 # learned slopes (`ALiBi forward`, ...), at widths 64 and 128. A score modification called out
 # of line behind a branch (the backward's, where dS ≠ 0) is walked around as dropout's is: its
-# backward kernels' tiles are counted as of scores whose dS is 0. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
+# backward kernels' tiles are counted as of scores whose dS is 0. Counted, not timed. Needs nvcc
+# (and cuobjdump and nvdisasm: bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
