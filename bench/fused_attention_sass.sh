@@ -4,15 +4,19 @@
 # those of its main loop (the longest loop with tensor-core products: a tile of keys, or of
 # queries, a step) with its products (HMMA), shared-memory fragment loads (LDSM), exp2s (MUFU)
 # and branches (the dK/dV kernel twice: `backward_keys+dQ sums`, the default backward's, adds dQ
-# with atomics; `backward_keys` is the deterministic backward's, beside `backward_queries`); then `tile`, the instructions a warp issues for one step on an unmasked tile
-# without dropout, walked through the SASS: whole-tile staging and unmasked loops taken (the
-# branches on two predicates), around dropout's calls and 64-bit divisions (a forward branch
-# over a CALL and no copy), each 16-byte copy loop run D / 16 times, other inner loops once; a
-# call on that path counts with its function's body. Then the same kernels under ALiBi with
-# learned slopes (`ALiBi forward`, ...), at widths 64 and 128. A score modification called out
-# of line behind a branch (the backward's, where dS ≠ 0) is walked around as dropout's is: its
-# backward kernels' tiles are counted as of scores whose dS is 0. Counted, not timed. Needs nvcc
-# (and cuobjdump and nvdisasm: bench/sass_tools.sh).
+# with atomics; `backward_keys` is the deterministic backward's, beside `backward_queries`); then
+# `tile`, the instructions a warp issues for one step on an unmasked tile of whole rows without
+# dropout, walked through the SASS: whole-tile staging and unmasked loops taken (the branches on
+# two predicates), around dropout's calls and 64-bit divisions (a forward branch over a CALL and
+# no copy), around the element-at-a-time paths of masked tiles and partial rows (a forward branch
+# over a global load or atomic, and no copy or product, to code that reaches its join without a
+# branch: the bias's loads, dQ's checked adds), each 16-byte copy loop run D / 16 times, dQ's loop
+# over 32 columns D / 32 times, other inner loops once; a call on that path counts with its
+# function's body. Then the same kernels under ALiBi with learned slopes (`ALiBi forward`, ...),
+# at widths 64 and 128. A score modification called out of line behind a branch (the backward's,
+# where dS ≠ 0) is walked around as dropout's is: its backward kernels' tiles are counted as of
+# scores whose dS is 0. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm:
+# bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +50,16 @@ def tile_path(ops, loop_begin, loop_end, copies):
     at = {o[0]: k for k, o in enumerate(ops)}
     calls = [o[0] for o in ops if o[1] == 'CALL']
     copy_instructions = [o[0] for o in ops if o[1] == 'LDGSTS']
+    # Global loads and atomics one at a time: the bias's and a table's loads of a masked tile, the
+    # checked adds of dQ's sums (an unmasked tile of whole rows takes neither).
+    element_accesses = [o[0] for o in ops if o[1] in ('LDG', 'REDG', 'ATOMG', 'RED')]
+    products = [o[0] for o in ops if o[1] == 'HMMA']  # never walked around
+    def branch_free_from(target):
+        """Whether code at target runs to its join without a branch (an unchecked path, not a skip)."""
+        for n, o in enumerate(ops[at[target]:]):
+            if o[1] == 'BSYNC': return n > 0
+            if o[1] == 'BRA': return False
+        return False
     k, count, back_edges = at[loop_begin], 0, collections.Counter()
     while True:
         address, op, operands, predicate, _ = ops[k]
@@ -63,9 +77,14 @@ def tile_path(ops, loop_begin, loop_end, copies):
             elif target < address:  # an inner loop: a thread's 16-byte copies, or once
                 back_edges[address] += 1
                 wide = any(o[1] == 'LDGSTS' and '.128' in o[4] for o in ops if target <= o[0] <= address)
-                take = back_edges[address] < (copies if wide else 1)
+                multiplies = any(o[1] == 'HMMA' for o in ops if target <= o[0] <= address)  # dQ's 32 columns a time
+                take = back_edges[address] < (copies if wide else copies // 2 if multiplies else 1)
             elif two_predicates: take = True
-            else: take = any(address < c < target for c in calls) and not any(address < c < target for c in copy_instructions)
+            else:
+                skipped = calls + element_accesses
+                take = any(address < c < target for c in skipped) and \
+                    not any(address < c < target for c in copy_instructions + products) and \
+                    (any(address < c < target for c in calls) or branch_free_from(target))
             if take:
                 k = at[target]
                 continue
