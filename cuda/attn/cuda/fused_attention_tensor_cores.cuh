@@ -580,8 +580,14 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
   mma::fragment_a d_score[block_rows / 16];  // dS for the warp's queries, 16 keys a fragment
 #pragma unroll
   for (int c = 0; c < block_rows / 16; ++c) mma::load_a_transposed(d_score[c], d_scores + c * 16 * SQ + warp * 16, SQ);
-  const index_t rows[2] = {warp * 16 + g, warp * 16 + g + 8};
+  // Offsets within the tile's sums, under 64 × 128: 32-bit arithmetic.
+  const int rows[2] = {warp * 16 + g, warp * 16 + g + 8};
   const bool pair_aligned = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(sums) % 8 == 0;
+  // The warp's 16 rows all there and D columns wide: each pair is added at its row's address
+  // plus an offset fixed when compiled, unchecked. Checked, with its address in 64 bits, a pair
+  // had cost about 20 instructions (sm_90 SASS): 160 a lane for each 32 columns, against their
+  // 16 products (benchmarks.md, "GPU kernels read, not timed (7)").
+  const bool whole_rows = width == D && count >= warp * 16 + 16 && pair_aligned;
 #pragma unroll 1
   for (int first = 0; first < D && first < width; first += columns) {
     float dq[columns / 8][4] = {};
@@ -594,14 +600,24 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
         mma::multiply_add<T>(dq[d], d_score[c], left);
         mma::multiply_add<T>(dq[d + 1], d_score[c], right);
       }
+    if (whole_rows) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float* const row = sums + rows[r] * D + first + 2 * t;
+#pragma unroll
+        for (int d = 0; d < columns / 8; ++d) add_two(row + d * 8, dq[d][2 * r], dq[d][2 * r + 1], true, true);
+      }
+      continue;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       if (rows[r] >= count) continue;
 #pragma unroll
       for (int d = 0; d < columns / 8; ++d) {
-        const index_t column = first + d * 8 + 2 * t;
+        const int column = first + d * 8 + 2 * t;
         if (column < width)
-          add_two(sums + rows[r] * width + column, dq[d][2 * r], dq[d][2 * r + 1], column + 1 < width, pair_aligned);
+          add_two(sums + rows[r] * int(width) + column, dq[d][2 * r], dq[d][2 * r + 1], column + 1 < width,
+                  pair_aligned);
       }
     }
   }
