@@ -13,9 +13,10 @@
 # branch: the bias's loads, dQ's checked adds), each 16-byte copy loop run D / 16 times, dQ's loop
 # over 32 columns D / 32 times, other inner loops once; a call on that path counts with its
 # function's body. Then the same kernels under ALiBi with learned slopes (`ALiBi forward`, ...),
-# at widths 64 and 128. A score modification called out of line behind a branch (the backward's,
-# where dS ≠ 0) is walked around as dropout's is: its backward kernels' tiles are counted as of
-# scores whose dS is 0. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm:
+# at widths 64 and 128 (inlined: its backward's derivative taken at every score, without a
+# branch). A score modification called out of line behind a branch (the backward's, where dS ≠ 0)
+# is walked around as dropout's is: its backward kernels' tiles are counted as of scores whose dS
+# is 0. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm:
 # bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu

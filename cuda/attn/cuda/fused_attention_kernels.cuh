@@ -250,7 +250,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
         if (d_score != A(0)) {  // 0: hidden, or no gradient
           if (input_gradients != nullptr) {
             if constexpr (held > 0)
-              modification.hold(score, scaled, d_score, sums);
+              modification.hold(score, scaled, d_score, true, sums);
             else
               modification.accumulate(score, scaled, d_score,
                                       input_gradients + (at.query_row + i - first_row) * modification.size);

@@ -149,10 +149,25 @@ __device__ __forceinline__ float modified_score_gradient_here(const M& m, index_
                                                               float scaled, float d_score, float* input_gradients) {
   const score_position at{{b, h, i, j}};
   if (input_gradients != nullptr) {
-    if constexpr (held_inputs<M>() > 0) m.hold(at, scaled, d_score, input_gradients);
+    if constexpr (held_inputs<M>() > 0) m.hold(at, scaled, d_score, true, input_gradients);
     else m.accumulate(at, scaled, d_score, input_gradients);
   }
   return d_score * m.derivative(at, scaled);
+}
+/// modified_score_gradient_here for every score of an unrolled tile, without a branch: where
+/// `counted` is false (dS is 0, or the row saw nothing) dS stays 0 and the held shares gain 0,
+/// whatever the derivative and the partials are there (∞ or NaN where dS is 0). Shares added to
+/// memory at each score keep their branch: a load and a store are worth skipping.
+template <class M>
+__device__ __forceinline__ float modified_score_gradient_selected(const M& m, index_t b, index_t h, index_t i,
+                                                                  index_t j, float scaled, float d_score, bool counted,
+                                                                  float* input_gradients) {
+  const score_position at{{b, h, i, j}};
+  if (input_gradients != nullptr) {
+    if constexpr (held_inputs<M>() > 0) m.hold(at, scaled, d_score, counted, input_gradients);
+    else if (counted) m.accumulate(at, scaled, d_score, input_gradients);
+  }
+  return counted ? d_score * m.derivative(at, scaled) : 0.f;
 }
 template <class M>
 ATTN_CUDA_NOINLINE __device__ float modified_score_call(const M& m, index_t b, index_t h, index_t i, index_t j,
@@ -496,16 +511,30 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
                                                    float dot, [[maybe_unused]] float* input_gradients) {
   pair_gradient g;
   // Under a modification, no derivative at all for a row that saw nothing (0 · an infinite dP
-  // would be NaN there, and its gradient call would spread it), as on its masked tiles.
+  // would be NaN there, and its gradient would spread it), as on its masked tiles; and, as the
+  // CPU, none where dS is 0 (the derivative may be ∞ or NaN there).
+  if constexpr (M::modifies) {
+    if constexpr (inlines<M>) {
+      // Inlined, both rules are selects: a branch at each of a lane's 32 scores a tile had cost
+      // four instructions a score and cut the tile into 32 blocks for nvcc to schedule one by one.
+      const bool seen = lse != INFINITY;
+      const float probability = fast_exp2((s - lse) * log2_e);
+      g.weight = seen ? probability * kept : 0.f;
+      const float d_score = probability * (d_weight * kept - dot);
+      const bool counted = seen && d_score != 0.f;
+      g.d_score =
+          modified_score_gradient_selected(modification, b, h, i, j, scaled, d_score, counted, input_gradients);
+      return g;
+    }
+  }
   if constexpr (M::modifies)
     if (lse == INFINITY) return g;
   const float probability = fast_exp2((s - lse) * log2_e);
   g.d_score = probability * (d_weight * kept - dot);
   g.weight = probability * kept;
   if constexpr (M::modifies) {
-    if (g.d_score != 0.f) {  // as the CPU: no derivative where dS is 0 (it may be ∞ or NaN there)
+    if (g.d_score != 0.f)
       g.d_score = modified_score_gradient(modification, b, h, i, j, scaled, g.d_score, input_gradients);
-    }
   }
   return g;
 }

@@ -25,13 +25,15 @@ namespace attn::cuda_backend {
 /// What a kernel does with one input's gradient: nothing (a constant input, or one whose
 /// gradient nobody wants), or add d_score · ∂modification/∂input at the element the score read:
 /// at once (`add`), or summed in `held` over scores that read the same element (`hold`), then
-/// added there (`add_held`).
+/// added there (`add_held`). `hold` adds 0 where `counted` is false, whatever the partial is
+/// there (it may be ∞ or NaN where dS is 0): a select, for a kernel that takes every score
+/// without a branch.
 struct no_input_gradient {
   static constexpr bool along_keys = false;
   template <class At, class A>
   __device__ void add(At, A, A, A*) const {}
   template <class At, class A>
-  __device__ void hold(At, A, A, A&) const {}
+  __device__ void hold(At, A, A, bool, A&) const {}
   template <class At, class A>
   __device__ void add_held(At, A, A*) const {}
 };
@@ -47,8 +49,8 @@ struct input_gradient {
     if (offset >= 0) gradients[offset + index_t(index(at))] += d_score * A(partial(at, s));
   }
   template <class At, class A>
-  __device__ void hold(At at, A s, A d_score, A& held) const {
-    if (offset >= 0) held += d_score * A(partial(at, s));
+  __device__ void hold(At at, A s, A d_score, bool counted, A& held) const {
+    if (offset >= 0) held += counted ? d_score * A(partial(at, s)) : A(0);
   }
   template <class At, class A>
   __device__ void add_held(At at, A held, A* gradients) const {
@@ -74,10 +76,10 @@ __device__ void add_each(const plan_list<Ts...>& list, At at, A s, A d_score, A*
   }
 }
 template <class At, class A, class... Ts>
-__device__ void hold_each(const plan_list<Ts...>& list, At at, A s, A d_score, A* held) {
+__device__ void hold_each(const plan_list<Ts...>& list, At at, A s, A d_score, bool counted, A* held) {
   if constexpr (sizeof...(Ts) > 0) {
-    list.first.hold(at, s, d_score, held[0]);
-    hold_each(list.rest, at, s, d_score, held + 1);
+    list.first.hold(at, s, d_score, counted, held[0]);
+    hold_each(list.rest, at, s, d_score, counted, held + 1);
   }
 }
 template <class At, class A, class... Ts>
@@ -138,11 +140,12 @@ struct device_score_modification {
   /// Whether each input's element that a score reads is the same along a query's keys (ALiBi's
   /// slope a head): a kernel may then sum a query's shares of each input's gradient in `held`
   /// (input_count numbers, zeros at first; hold at each score) and add them to `gradients` once
-  /// (add_held, at any of the query's scores), rather than at every score (accumulate).
+  /// (add_held, at any of the query's scores), rather than at every score (accumulate); a score
+  /// not `counted` adds 0.
   static constexpr bool holds_along_keys = !any_along_keys(static_cast<const Inputs*>(nullptr));
   template <class A>
-  __device__ void hold(const score_position& at, A s, A d_score, A* held) const {
-    hold_each(inputs, at, s, d_score, held);
+  __device__ void hold(const score_position& at, A s, A d_score, bool counted, A* held) const {
+    hold_each(inputs, at, s, d_score, counted, held);
   }
   template <class A>
   __device__ void add_held(const score_position& at, const A* held, A* gradients) const {

@@ -334,6 +334,32 @@ TEST_CASE("fused attention's GPU kernels on the emulator: a row whose every scor
       CHECK(finite(d_q) == queries * d);
       CHECK(finite(d_k) == keys * d);
       CHECK(finite(d_v) == keys * d);
+
+      // The same under s + x·s with x learned: inlined in the tensor-core kernels, which take its
+      // derivative at every unmasked score without a branch. The row's partial by x is its score,
+      // −∞, and 0 · −∞ is NaN: its shares must not be counted at all.
+      const float x_value = 0.5f;
+      const attn::extents<attn::shape<B, H, Q, K>> scores(1, 1, queries, keys);
+      const attn::tensor_view<const float, attn::shape<H>, attn::cpu> x(&x_value, attn::extents<attn::shape<H>>(1));
+      const auto scaled_by_x = [](const auto& s, const auto& x) { return s + attn::broadcast_like(x, s) * s; };
+      const auto modification =
+          attn::grad::detail::evaluate_modification_of<float, attn::shape<B, H, Q, K>, attn::cpu>(scaled_by_x, scores,
+                                                                                                 {true}, x);
+      static_assert(attn::cuda_backend::fused_attention_tensor_cores::inlines<
+                        decltype(attn::cuda_backend::device_modification(modification))>,
+                    "a modification the tensor-core kernels inline");
+      float d_x = NAN;
+      attn::fused_attention<emulated::gpu>::forward(p, q_row.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
+                                                    out.data(), log_sum_exp.data(), attn::every_pair{}, modification);
+      attn::fused_attention<emulated::gpu>::backward(p, q_row.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
+                                                     out.data(), d_out.data(), log_sum_exp.data(), d_q.data(),
+                                                     d_k.data(), d_v.data(), attn::every_pair{}, modification, &d_x);
+      CHECK(log_sum_exp[row] == -INFINITY);
+      CHECK(finite(out) == queries * d);
+      CHECK(finite(d_q) == queries * d);
+      CHECK(finite(d_k) == keys * d);
+      CHECK(finite(d_v) == keys * d);
+      CHECK(std::isfinite(d_x));
     }
   }
 }
