@@ -50,7 +50,9 @@ struct input_gradient {
   }
   template <class At, class A>
   __device__ void hold(At at, A s, A d_score, bool counted, A& held) const {
-    if (offset >= 0) held += counted ? d_score * A(partial(at, s)) : A(0);
+    // The select of the sum, not of the share: the sum's multiply and add stay one fused
+    // multiply-add (nvcc's PTX for sm_90), as where a branch guards them.
+    if (offset >= 0) held = counted ? held + d_score * A(partial(at, s)) : held;
   }
   template <class At, class A>
   __device__ void add_held(At at, A held, A* gradients) const {

@@ -337,7 +337,12 @@ TEST_CASE("fused attention's GPU kernels on the emulator: a row whose every scor
 
       // The same under s + x·s with x learned: inlined in the tensor-core kernels, which take its
       // derivative at every unmasked score without a branch. The row's partial by x is its score,
-      // −∞, and 0 · −∞ is NaN: its shares must not be counted at all.
+      // −∞, and 0 · −∞ is NaN: its shares must not be counted at all. Its output gradient is
+      // made to overflow dP = dO·v against key 0, so that its dS, 0 · ∞, is NaN too: the row
+      // must not count for having seen nothing, whatever its dS is. (The unmodified tensor-core
+      // kernels, above, take such a row's probabilities as 0 without a check.)
+      std::vector<T> d_out_row = d_out;
+      for (index_t c = 0; c < d; ++c) d_out_row[row * d + c] = T(float(v[c]) < 0 ? -3e38f : 3e38f);
       const float x_value = 0.5f;
       const attn::extents<attn::shape<B, H, Q, K>> scores(1, 1, queries, keys);
       const attn::tensor_view<const float, attn::shape<H>, attn::cpu> x(&x_value, attn::extents<attn::shape<H>>(1));
@@ -352,7 +357,7 @@ TEST_CASE("fused attention's GPU kernels on the emulator: a row whose every scor
       attn::fused_attention<emulated::gpu>::forward(p, q_row.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
                                                     out.data(), log_sum_exp.data(), attn::every_pair{}, modification);
       attn::fused_attention<emulated::gpu>::backward(p, q_row.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
-                                                     out.data(), d_out.data(), log_sum_exp.data(), d_q.data(),
+                                                     out.data(), d_out_row.data(), log_sum_exp.data(), d_q.data(),
                                                      d_k.data(), d_v.data(), attn::every_pair{}, modification, &d_x);
       CHECK(log_sum_exp[row] == -INFINITY);
       CHECK(finite(out) == queries * d);
@@ -362,6 +367,56 @@ TEST_CASE("fused attention's GPU kernels on the emulator: a row whose every scor
       CHECK(std::isfinite(d_x));
     }
   }
+}
+
+TEST_CASE("fused attention's GPU kernels on the emulator: no derivative of a modification where dS is 0") {
+  // s + x·s² with x = −0.5 learned, inlined in the tensor-core kernels. Query 5's scores against
+  // the odd keys are −1.25e20: x·s² overflows, its modified score is −∞ and its probability 0,
+  // so dS is 0 there; the partial by x, s², is +∞. As the CPU, such a pair gives no derivative
+  // and no share: counted, 0 · ∞ would make x's gradient NaN. The row sees the even keys.
+  using T = attn::bfloat16;
+  const index_t queries = 128, keys = 128, d = 64, row = 5;
+  std::vector<T> q(queries * d, T(0.f)), k(keys * d, T(0.f)), v(keys * d), d_out(queries * d);
+  for (index_t x = 0; x < queries * d; ++x) d_out[x] = T(float(x * 37 % 11 - 5) / 7);
+  for (index_t x = 0; x < keys * d; ++x) v[x] = T(float(x * 13 % 7 - 3) / 5);
+  for (index_t i = 0; i < queries; ++i) q[i * d + 1] = T(0.1f * float(i % 5));
+  for (index_t j = 0; j < keys; ++j) k[j * d] = T(j % 2 ? -1e11f : 0.f), k[j * d + 1] = T(float(j % 3));
+  q[row * d] = T(1e10f);
+  attn::fused_attention_problem p;
+  p.queries = queries, p.keys = keys, p.d_k = d, p.d_v = d, p.scale = 0.125;
+  const float x_value = -0.5f;
+  const attn::extents<attn::shape<B, H, Q, K>> scores(1, 1, queries, keys);
+  const attn::tensor_view<const float, attn::shape<H>, attn::cpu> x(&x_value, attn::extents<attn::shape<H>>(1));
+  const auto squared = [](const auto& s, const auto& x) { return s + attn::broadcast_like(x, s) * s * s; };
+  const auto modification =
+      attn::grad::detail::evaluate_modification_of<float, attn::shape<B, H, Q, K>, attn::cpu>(squared, scores, {true},
+                                                                                             x);
+  static_assert(attn::cuda_backend::fused_attention_tensor_cores::inlines<
+                    decltype(attn::cuda_backend::device_modification(modification))>,
+                "a modification the tensor-core kernels inline");
+  float d_x[2] = {NAN, NAN};
+  for (const bool tensor_cores : {false, true}) {
+    const tensor_cores_set setting(tensor_cores);
+    std::vector<T> out(queries * d), d_q(queries * d), d_k(keys * d), d_v(keys * d);
+    std::vector<float> log_sum_exp(queries);
+    attn::fused_attention<emulated::gpu>::forward(p, q.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
+                                                  out.data(), log_sum_exp.data(), attn::every_pair{}, modification);
+    attn::fused_attention<emulated::gpu>::backward(p, q.data(), k.data(), v.data(), static_cast<const T*>(nullptr),
+                                                   out.data(), d_out.data(), log_sum_exp.data(), d_q.data(),
+                                                   d_k.data(), d_v.data(), attn::every_pair{}, modification,
+                                                   &d_x[tensor_cores]);
+    INFO("tensor cores " << tensor_cores);
+    CHECK(std::isfinite(log_sum_exp[row]));
+    for (const auto* part : {&d_q, &d_k, &d_v}) {
+      int finite = 0;
+      for (const T y : *part) finite += std::isfinite(float(y));
+      CHECK(finite == index_t(part->size()));
+    }
+    CHECK(std::isfinite(d_x[tensor_cores]));
+  }
+  // The two kinds of kernel agree on x's gradient (bfloat16's tolerance, ten times for a sum of
+  // every score's share, as the cases above).
+  CHECK(std::abs(d_x[1] - d_x[0]) <= 10 * std::ldexp(1.0, -7) * std::abs(d_x[0]));
 }
 
 TEST_CASE("fused attention's GPU launches refuse more sentences or heads than a grid holds, with a clear error") {
