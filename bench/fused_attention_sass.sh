@@ -16,7 +16,8 @@
 # at widths 64 and 128 (inlined: its backward's derivative taken at every score, without a
 # branch). A score modification called out of line behind a branch (the backward's, where dS ≠ 0)
 # is walked around as dropout's is: its backward kernels' tiles are counted as of scores whose dS
-# is 0. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm:
+# is 0. A walk that meets other than a tile's products (D / 2 for each 64-wide product) stops the
+# script: the SASS no longer fits these rules. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm:
 # bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
@@ -61,16 +62,17 @@ def tile_path(ops, loop_begin, loop_end, copies):
             if o[1] == 'BSYNC': return n > 0
             if o[1] == 'BRA': return False
         return False
-    k, count, back_edges = at[loop_begin], 0, collections.Counter()
+    k, count, back_edges, walked_products = at[loop_begin], 0, collections.Counter(), 0
     while True:
         address, op, operands, predicate, _ = ops[k]
         count += 1
+        walked_products += op == 'HMMA'
         callee = re.match(r'0x([0-9a-f]+)', operands) if op == 'CALL' else None
         if callee and int(callee.group(1), 16) in at:  # an out-of-line function: its body to RET too
             c = at[int(callee.group(1), 16)]
             while ops[c][1] != 'RET': count, c = count + 1, c + 1
             count += 1
-        if address == loop_end: return count
+        if address == loop_end: return count, walked_products
         if op == 'BRA':
             target = int(re.search(r'0x([0-9a-f]+)', operands).group(1), 16)
             two_predicates = ',' in operands
@@ -105,7 +107,13 @@ for mangled in sorted(code, key=label):
     body = max(loops, key=len)
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)
-    tile = tile_path(ops, body[0][0], body[-1][0], d // 16)
+    tile, walked_products = tile_path(ops, body[0][0], body[-1][0], d // 16)
+    # m16n8k16 products a 64-wide tile takes: D / 2 for each of the forward's two, dK/dV's four,
+    # dQ's three, and the dQ sums' one more.
+    products = {'forward': d, 'backward_keys': 2 * d, 'backward_keys+dQ sums': 5 * d // 2, 'backward_queries': 3 * d // 2}
+    if walked_products != products[kernel.removeprefix('ALiBi ')]:
+        sys.exit(f'{kernel} at d = {d}: the walk met {walked_products} products where a tile has '
+                 f'{products[kernel.removeprefix("ALiBi ")]}: the SASS no longer fits the walk\'s rules')
     print(f"{kernel:27s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
           f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {tile:5d}")
 PY
