@@ -17,8 +17,8 @@
 # branch). A score modification called out of line behind a branch (the backward's, where dS ≠ 0)
 # is walked around as dropout's is: its backward kernels' tiles are counted as of scores whose dS
 # is 0. A walk that meets other than a tile's products (D / 2 for each 64-wide product) stops the
-# script: the SASS no longer fits these rules. Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm:
-# bench/sass_tools.sh).
+# script: the SASS no longer fits these rules. Counted, not timed. Needs nvcc (and cuobjdump and
+# nvdisasm: bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,10 +84,9 @@ def tile_path(ops, loop_begin, loop_end, copies):
                 take = back_edges[address] < (copies if wide else copies // 2 if multiplies else 1)
             elif two_predicates: take = True
             else:
-                skipped = calls + element_accesses
-                take = any(address < c < target for c in skipped) and \
-                    not any(address < c < target for c in copy_instructions + products) and \
-                    (any(address < c < target for c in calls) or branch_free_from(target))
+                def over(kind): return any(address < c < target for c in kind)
+                take = not over(copy_instructions + products) and \
+                    (over(calls) or over(element_accesses) and branch_free_from(target))
             if take:
                 k = at[target]
                 continue
@@ -110,7 +109,8 @@ for mangled in sorted(code, key=label):
     tile, walked_products = tile_path(ops, body[0][0], body[-1][0], d // 16)
     # m16n8k16 products a 64-wide tile takes: D / 2 for each of the forward's two, dK/dV's four,
     # dQ's three, and the dQ sums' one more.
-    products = {'forward': d, 'backward_keys': 2 * d, 'backward_keys+dQ sums': 5 * d // 2, 'backward_queries': 3 * d // 2}
+    products = {'forward': d, 'backward_keys': 2 * d, 'backward_keys+dQ sums': 5 * d // 2,
+                'backward_queries': 3 * d // 2}
     if walked_products != products[kernel.removeprefix('ALiBi ')]:
         sys.exit(f'{kernel} at d = {d}: the walk met {walked_products} products where a tile has '
                  f'{products[kernel.removeprefix("ALiBi ")]}: the SASS no longer fits the walk\'s rules')

@@ -130,11 +130,12 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
 
 /// A modification's score, and dS by the unmodified score with the learned inputs' share added
 /// at `input_gradients` (when not null): the query's slots, or where M's shares are held
-/// (held_inputs), the query's sums, one an input, as device_score_modification::hold says. A lane's 32 scores a tile are unrolled, so the code is
-/// inlined 32 times a loop where it is inlined: for a modification of up to `inlined_cost`
-/// (plan_cost.cuh; ALiBi's), the code a score is shorter than a call's moving of arguments, and
-/// a call cost more: the arguments' stores and the plans' loads from the caller's stack, one
-/// call after the other, and the stack frames of the registers it saves (ALiBi, sm_90, ptxas:
+/// (held_inputs), the query's sums, one an input, as device_score_modification::hold says. A
+/// lane's 32 scores a tile are unrolled, so the code is inlined 32 times a loop where it is
+/// inlined: for a modification of up to `inlined_cost` (plan_cost.cuh; ALiBi's), the code a
+/// score is shorter than a call's moving of arguments, and a call cost more: the arguments'
+/// stores and the plans' loads from the caller's stack, one call after the other, and the stack
+/// frames of the registers it saves (ALiBi, sm_90, ptxas:
 /// 120–200 bytes a thread in every kernel, 584 bytes of spill loads in dK/dV at D = 128;
 /// inlined, 0 to 64 bytes). A costlier one is called out of line: inlined at each of the 32
 /// scores, a soft cap's plans multiplied the kernels' code, and ptxas's time, by as much (the
@@ -144,24 +145,14 @@ __device__ __forceinline__ float modified_score_here(const M& m, index_t b, inde
                                                      float scaled) {
   return kernels::modified(m, b, h, i, j, scaled);
 }
+/// Where `counted` is false (dS is 0, or the row saw nothing) dS stays 0 and held shares gain 0,
+/// whatever the derivative and the partials are there (∞ or NaN where dS is 0): selects, so that
+/// an inlined modification takes every score of an unrolled tile without a branch. Shares added
+/// to memory at each score keep their branch: a load and a store are worth skipping.
 template <class M>
 __device__ __forceinline__ float modified_score_gradient_here(const M& m, index_t b, index_t h, index_t i, index_t j,
-                                                              float scaled, float d_score, float* input_gradients) {
-  const score_position at{{b, h, i, j}};
-  if (input_gradients != nullptr) {
-    if constexpr (held_inputs<M>() > 0) m.hold(at, scaled, d_score, true, input_gradients);
-    else m.accumulate(at, scaled, d_score, input_gradients);
-  }
-  return d_score * m.derivative(at, scaled);
-}
-/// modified_score_gradient_here for every score of an unrolled tile, without a branch: where
-/// `counted` is false (dS is 0, or the row saw nothing) dS stays 0 and the held shares gain 0,
-/// whatever the derivative and the partials are there (∞ or NaN where dS is 0). Shares added to
-/// memory at each score keep their branch: a load and a store are worth skipping.
-template <class M>
-__device__ __forceinline__ float modified_score_gradient_selected(const M& m, index_t b, index_t h, index_t i,
-                                                                  index_t j, float scaled, float d_score, bool counted,
-                                                                  float* input_gradients) {
+                                                              float scaled, float d_score, float* input_gradients,
+                                                              bool counted = true) {
   const score_position at{{b, h, i, j}};
   if (input_gradients != nullptr) {
     if constexpr (held_inputs<M>() > 0) m.hold(at, scaled, d_score, counted, input_gradients);
@@ -521,14 +512,13 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
       const float probability = fast_exp2((s - lse) * log2_e);
       g.weight = seen ? probability * kept : 0.f;
       const float d_score = probability * (d_weight * kept - dot);
-      const bool counted = seen && d_score != 0.f;
-      g.d_score =
-          modified_score_gradient_selected(modification, b, h, i, j, scaled, d_score, counted, input_gradients);
+      g.d_score = modified_score_gradient_here(modification, b, h, i, j, scaled, d_score, input_gradients,
+                                               seen && d_score != 0.f);
+      return g;
+    } else if (lse == INFINITY) {
       return g;
     }
   }
-  if constexpr (M::modifies)
-    if (lse == INFINITY) return g;
   const float probability = fast_exp2((s - lse) * log2_e);
   g.d_score = probability * (d_weight * kept - dot);
   g.weight = probability * kept;
