@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -51,6 +54,28 @@ TEST_CASE_TEMPLATE("unary functions match the standard library on random shapes"
     check_each(attn::eval(attn::relu(x)), [&](auto i) { return std::max(0.0, at(x, i)); }, 0);
     check_each(attn::eval(-x), [&](auto i) { return -at(x, i); }, 0);
   }
+}
+
+TEST_CASE_TEMPLATE("abs in kernels (op::abs) agrees with the CPU's at signed zeros and NaN", T, float, double) {
+  // A GPU kernel evaluates op::abs, the CPU's lowering Eigen's abs: the two must agree to the
+  // bit, −0 included (its sign reaches a score through s − m·|i − j|).
+  using limits = std::numeric_limits<T>;
+  attn::tensor<T, s3> x(1, 1);
+  const T values[] = {T(-0.0), T(0.0), T(-2.5), T(3), -limits::infinity()};
+  std::copy(std::begin(values), std::end(values), x.data());
+  const auto cpu = attn::eval(attn::abs(x));
+  for (int i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    const T kernel = attn::op::abs{}(x.data()[i]);
+    CHECK(kernel == cpu.data()[i]);
+    CHECK(std::signbit(kernel) == std::signbit(cpu.data()[i]));
+    CHECK_FALSE(std::signbit(kernel));
+  }
+  for (const T v : {limits::infinity(), -limits::infinity()}) CHECK(attn::op::abs{}(v) == limits::infinity());
+  CHECK(std::isnan(attn::op::abs{}(limits::quiet_NaN())));
+  // Integers compare and negate.
+  CHECK(attn::op::abs{}(-7) == 7);
+  CHECK(attn::op::abs{}(std::int64_t{-7}) == 7);
 }
 
 TEST_CASE_TEMPLATE("binary functions and operators, with scalars on either side", T, float, double) {
