@@ -97,10 +97,6 @@ struct fused_attention_launch {
     check_problem(p, "attn::fused_attention<cuda>::backward");
     check_grid(p, "attn::fused_attention<cuda>::backward");
     const index_t rows = p.batch * p.heads * p.queries;
-    const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A));
-    A* const dots = static_cast<A*>(scratch.get());
-    if (rows > 0)
-      Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, dots, rows, p.d_v);
     index_t inputs = 0;
     if constexpr (M::modifies) inputs = d_modification != nullptr ? modification.size : 0;
     // The learned inputs' gradients take `inputs` floats a slot on the way, a slot a query row
@@ -126,6 +122,22 @@ struct fused_attention_launch {
     // kernel's slots.
     const bool sums_queries = on_tensor_cores && !p.deterministic && inputs == 0 && rows * p.d_k > 0 &&
                               summing_bytes <= Runtime::shared_memory_limit();
+    // Each row's D = rowsum(dO ⊙ O) (times dot_factor on tensor cores), and there its
+    // log-sum-exp times log2 e too (row_terms).
+    const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A) * (on_tensor_cores ? 2 : 1));
+    A* const dots = static_cast<A*>(scratch.get());
+    const A* const row_log_sum_exp = on_tensor_cores ? dots + rows : log_sum_exp;  // times log2 e on tensor cores
+    const auto row_terms = [&] {
+      if constexpr (is_float16_storage<T>) {
+        if (on_tensor_cores) {
+          Runtime::launch(tensor_cores::row_terms<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, log_sum_exp,
+                          tensor_cores::dot_factor<M>(p.scale), dots, dots + rows, rows, p.d_v);
+          return;
+        }
+      }
+      Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, dots, rows, p.d_v);
+    };
+    if (rows > 0) row_terms();
     const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
     const std::size_t sentence_bytes = row_bytes * std::size_t(slots);
     if (sentence_bytes > row_gradient_limit)
@@ -155,7 +167,7 @@ struct fused_attention_launch {
             Runtime::allow_shared_memory(kernel, bytes);
             const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
             Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
-                            log_sum_exp, dots, d_k, d_v, rule, modification, sums);
+                            row_log_sum_exp, dots, d_k, d_v, rule, modification, sums);
           }
           Runtime::launch(kernels::rounded<T>, dim3(blocks(index_t(elements), 256)), dim3(256), 0,
                           static_cast<const float*>(sums), d_q, index_t(elements));
@@ -171,7 +183,7 @@ struct fused_attention_launch {
             Runtime::allow_shared_memory(kernel, bytes);  // above 48 KiB a kernel must ask, on each device
             const dim3 grid(blocks(p.keys, tensor_cores::block_rows), unsigned(p.kv_heads), unsigned(p.batch));
             Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
-                            log_sum_exp, dots, d_k, d_v, rule, modification, static_cast<float*>(nullptr));
+                            row_log_sum_exp, dots, d_k, d_v, rule, modification, static_cast<float*>(nullptr));
             return;
           }
         }
@@ -187,7 +199,7 @@ struct fused_attention_launch {
             Runtime::allow_shared_memory(kernel, bytes);
             const dim3 grid(blocks(p.queries, tensor_cores::block_rows), unsigned(p.heads), unsigned(sentences));
             Runtime::launch(kernel, grid, dim3(tensor_cores::warps * 32), bytes, p, q, k, v, bias, d_out,
-                            log_sum_exp, dots, d_q, rule, modification, input_gradients, first);
+                            row_log_sum_exp, dots, d_q, rule, modification, input_gradients, first);
             return;
           }
         }

@@ -206,12 +206,18 @@ __device__ inline float score_of(const M& modification, index_t b, index_t h, in
   else return scaled;
 }
 
-/// The same times log2 e, so that exp2 gives e^score, from q·k: unmodified, q·k times
-/// scale · log2 e in one multiply.
+/// Whether the forward's softmax holds modification M's scores as they are (natural units, their
+/// log2 e folded into each exponent's fma: a multiply a score less than scaling them first)
+/// rather than times log2 e (unmodified: q·k times scale · log2 e, one multiply, and exp2 takes
+/// differences).
 template <class M>
-__device__ inline float log2_score(const M& modification, index_t b, index_t h, index_t i, index_t j, float product,
-                                   float scale) {
-  if constexpr (M::modifies) return score_of(modification, b, h, i, j, product * scale) * log2_e;
+inline constexpr bool natural_units = M::modifies;
+
+/// Score (b, h, i, j) from q·k in the forward's softmax units (natural_units).
+template <class M>
+__device__ inline float softmax_score(const M& modification, index_t b, index_t h, index_t i, index_t j,
+                                      float product, float scale) {
+  if constexpr (natural_units<M>) return score_of(modification, b, h, i, j, product * scale);
   else return product * (scale * log2_e);
 }
 
@@ -352,9 +358,9 @@ inline constexpr int forward_block_rows = 16 * warps;
 inline constexpr int forward_blocks_a_multiprocessor = 3;
 
 /// One step of the online softmax for the lane's two rows of a block of 16: `scores` (times
-/// log2 e, −∞ where hidden) become the weights against the rows' new maxima, and `acc` and the
-/// running sums are rescaled to them.
-template <int D>
+/// log2 e, or as they are where `natural`; −∞ where hidden) become the weights against the rows'
+/// new maxima, and `acc` and the running sums are rescaled to them.
+template <int D, bool natural>
 __device__ inline void online_softmax(float (&scores)[tile_rows / 8][4], float (&acc)[D / 8][4],
                                       float (&running_max)[2], float (&running_sum)[2]) {
   float tile_max[2] = {-INFINITY, -INFINITY};
@@ -362,12 +368,13 @@ __device__ inline void online_softmax(float (&scores)[tile_rows / 8][4], float (
   for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], scores[n][e]);
+  constexpr float to_log2 = natural ? log2_e : 1.f;
   float reference[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float new_max = fmaxf(running_max[r], group_max(tile_max[r]));
     reference[r] = new_max == -INFINITY ? 0.f : new_max;  // rows with nothing seen yet stay 0
-    const float rescale = fast_exp2(running_max[r] - reference[r]);
+    const float rescale = fast_exp2((running_max[r] - reference[r]) * to_log2);
     running_max[r] = new_max;
     running_sum[r] *= rescale;
 #pragma unroll
@@ -377,7 +384,8 @@ __device__ inline void online_softmax(float (&scores)[tile_rows / 8][4], float (
   for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      scores[n][e] = fast_exp2(scores[n][e] - reference[e / 2]);
+      if constexpr (natural) scores[n][e] = fast_exp2(fmaf(scores[n][e], log2_e, -reference[e / 2] * log2_e));
+      else scores[n][e] = fast_exp2(scores[n][e] - reference[e / 2]);
       running_sum[e / 2] += scores[n][e];
     }
 }
@@ -418,7 +426,8 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   for (int c = 0; c < D / 16; ++c) mma::load_a(query[c], block_queries + warp * 16 * S + c * 16, S);
 
   float acc[D / 8][4] = {};
-  // Of scores times log2 e, so that exp2 serves; the lane's share.
+  // Of scores in the softmax's units (natural_units); the lane's share.
+  constexpr bool natural = natural_units<M>;
   float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0, 0};
   const float scale = float(p.scale);
   for (index_t key = block_keys.begin; key < block_keys.end; key += tile_rows) {
@@ -428,7 +437,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     float scores[tile_rows / 8][4] = {};
     multiply_add_by_rows<T, D>(scores, query, keys);
 
-    // The scores times log2 e, -∞ where hidden: checked pair by pair only on tiles that a mask
+    // The scores in the softmax's units, -∞ where hidden: checked pair by pair only on tiles that a mask
     // can touch. A check or a branch a score, on tiles none can, had cost the forward as many
     // instructions as its products (sm_90 SASS; docs/fused-attention.md).
     if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule)) {
@@ -436,7 +445,8 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
       for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          scores[n][e] = log2_score(modification, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, scores[n][e], scale);
+          scores[n][e] =
+              softmax_score(modification, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, scores[n][e], scale);
     } else {
       // Padding and the causal rule end a row: a column compared with the row's count; a rule
       // and a bias asked pair by pair.
@@ -450,13 +460,13 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
           const index_t i = rows[e / 2], j = key + column;
           float s = -INFINITY;
           if (column < seen[e / 2] && kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) {
-            s = log2_score(modification, b, h, i, j, scores[n][e], scale);
-            if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * log2_e;
+            s = softmax_score(modification, b, h, i, j, scores[n][e], scale);
+            if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * (natural ? 1.f : log2_e);
           }
           scores[n][e] = s;
         }
     }
-    online_softmax<D>(scores, acc, running_max, running_sum);
+    online_softmax<D, natural>(scores, acc, running_max, running_sum);
     // After the sums: dropout acts on softmax's output, whose normaliser counts every weight.
     if (p.dropout > 0) {
 #pragma unroll
@@ -475,56 +485,81 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   for (int half = 0; half < 2; ++half) {
     const float sum = group_sum(running_sum[half]);
     inverse_sum[half] = sum > 0 ? 1 / sum : 0.f;  // 0: a row with no visible key
-    if (t == 0 && rows[half] < p.queries)
-      log_sum_exp[at.query_row + rows[half]] = sum > 0 ? (running_max[half] + log2f(sum)) * ln_2 : -INFINITY;
+    const float lse = natural ? running_max[half] + log2f(sum) * ln_2 : (running_max[half] + log2f(sum)) * ln_2;
+    if (t == 0 && rows[half] < p.queries) log_sum_exp[at.query_row + rows[half]] = sum > 0 ? lse : -INFINITY;
   }
   store_rows<T, D>(out, at.query_row, p.d_v, acc, rows, p.queries, inverse_sum);
 }
 
-/// The weight P (dropped out) and the score gradient dS of a pair of query i and key j.
+/// The weight P (dropped out) and the score gradient dS of a pair of query i and key j: dS by
+/// the product q·k (scale times dS by the score), as the products dK += dSᵀ·Q and dQ += dS·K take it.
 struct pair_gradient {
   float weight = 0, d_score = 0;
 };
 
-/// A query's log-sum-exp as the unmasked tiles take it: −∞ (a row that saw nothing: every score
-/// −∞, a modification's or a product past float's range) as +∞, so that each of its
-/// probabilities, exp(s − lse), is 0 without a check a pair.
-__device__ inline float unseen_as_infinite(float lse) { return lse == -INFINITY ? INFINITY : lse; }
+/// What row_terms multiplies each row's D = rowsum(dO ⊙ O) by for the backward under
+/// modification M: unmodified, the scale, so that scale · dS = P·(scale · dP − scale · D) is one
+/// fma a pair (seen_pair_gradient); under a modification 1, as its derivative and its learned
+/// inputs' shares take dS by the modified score, before the scale.
+template <class M>
+inline float dot_factor(double scale) {
+  return M::modifies ? 1.f : float(scale);
+}
 
-/// P and dS of a pair that query i sees, from `scaled` (scale · q·k), its score s (modified, a
-/// bias added), the dropout factor, dP = dO·v, the query's log-sum-exp (+∞ where it saw
-/// nothing: unseen_as_infinite) and D = rowsum(dO ⊙ O). Under a modification dS is by the
-/// modified score's input, and its learned inputs' share is added at `input_gradients` (the dQ
-/// kernel's, as modified_score_gradient says; null in dK and dV's).
+/// The backward's terms of each query row, once a row before its kernels: D = rowsum(dO ⊙ O)
+/// times `factor` (dot_factor), and the row's log-sum-exp times log2 e, +∞ for a row that saw
+/// nothing (lse −∞: every score −∞, a modification's or a product past float's range), so that
+/// each of its weights, 2^(s · log2 e − that), is 0 without a check a pair.
+template <class T>
+__global__ void row_terms(const T* d_out, const T* out, const float* log_sum_exp, float factor, float* dots,
+                          float* log2_sum_exp, index_t rows, index_t d_v) {
+  const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float sum = 0.f;
+  for (index_t c = 0; c < d_v; ++c) sum += float(d_out[r * d_v + c]) * float(out[r * d_v + c]);
+  dots[r] = sum * factor;
+  log2_sum_exp[r] = log_sum_exp[r] == -INFINITY ? INFINITY : log_sum_exp[r] * log2_e;
+}
+
+/// P and dS of a pair that query i sees. The weight is 2^(s · to_log2 − lse2), one fma and an
+/// exp2: `s` the pair's score (modified, a bias added) and to_log2 log2 e, or, unmodified
+/// without a bias, q·k itself and scale · log2 e; lse2 the row's log-sum-exp times log2 e (+∞
+/// where it saw nothing: row_terms). `kept` is the dropout factor, dP = dO·v, `dot` D times
+/// dot_factor<M>. Unmodified, dS by q·k is P·(scale · kept · dP − scale · D), one fma more. Under
+/// a modification, dS by the modified score goes through its derivative by its input `scaled`
+/// (scale · q·k), its learned inputs' share added at `input_gradients` (the dQ kernel's, as
+/// modified_score_gradient says; null in dK and dV's), then times the scale.
 template <class M>
 __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
-                                                   float scaled, float s, float kept, float d_weight, float lse,
-                                                   float dot, [[maybe_unused]] float* input_gradients) {
+                                                   float scaled, float s, float to_log2, float kept, float d_weight,
+                                                   float lse2, float dot, float scale,
+                                                   [[maybe_unused]] float* input_gradients) {
   pair_gradient g;
-  // Under a modification, no derivative at all for a row that saw nothing (0 · an infinite dP
-  // would be NaN there, and its gradient would spread it), as on its masked tiles; and, as the
-  // CPU, none where dS is 0 (the derivative may be ∞ or NaN there).
   if constexpr (M::modifies) {
+    // No derivative at all for a row that saw nothing (0 · an infinite dP would be NaN there, and
+    // its gradient would spread it), as on its masked tiles; and, as the CPU, none where dS is 0
+    // (the derivative may be ∞ or NaN there).
+    const bool seen = lse2 != INFINITY;
+    if constexpr (!inlines<M>) {
+      if (!seen) return g;
+    }
+    const float probability = fast_exp2(fmaf(s, to_log2, -lse2));
+    const float d_score = probability * (d_weight * kept - dot);
     if constexpr (inlines<M>) {
       // Inlined, both rules are selects: a branch at each of a lane's 32 scores a tile had cost
       // four instructions a score and cut the tile into 32 blocks for nvcc to schedule one by one.
-      const bool seen = lse != INFINITY;
-      const float probability = fast_exp2((s - lse) * log2_e);
       g.weight = seen ? probability * kept : 0.f;
-      const float d_score = probability * (d_weight * kept - dot);
-      g.d_score = modified_score_gradient_here(modification, b, h, i, j, scaled, d_score, input_gradients,
-                                               seen && d_score != 0.f);
-      return g;
-    } else if (lse == INFINITY) {
-      return g;
+      g.d_score = scale * modified_score_gradient_here(modification, b, h, i, j, scaled, d_score, input_gradients,
+                                                       seen && d_score != 0.f);
+    } else {
+      g.weight = probability * kept;
+      if (d_score != 0.f)
+        g.d_score = scale * modified_score_gradient(modification, b, h, i, j, scaled, d_score, input_gradients);
     }
-  }
-  const float probability = fast_exp2((s - lse) * log2_e);
-  g.d_score = probability * (d_weight * kept - dot);
-  g.weight = probability * kept;
-  if constexpr (M::modifies) {
-    if (g.d_score != 0.f)
-      g.d_score = modified_score_gradient(modification, b, h, i, j, scaled, g.d_score, input_gradients);
+  } else {
+    const float probability = fast_exp2(fmaf(s, to_log2, -lse2));
+    g.weight = probability * kept;
+    g.d_score = probability * fmaf(d_weight, scale * kept, -dot);
   }
   return g;
 }
@@ -535,25 +570,31 @@ __device__ inline pair_gradient seen_pair_gradient(const M& modification, index_
 template <class T, class Rule, class M>
 __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, index_t b, index_t h, index_t i,
                                             index_t j, bool in_row, const T* bias, const Rule& rule,
-                                            const M& modification, float product, float d_weight, float lse,
+                                            const M& modification, float product, float d_weight, float lse2,
                                             float dot, float* input_gradients) {
-  if (lse == -INFINITY || !in_row || !kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) return {};
-  const float scaled = product * float(p.scale);
+  if (lse2 == INFINITY || !in_row || !kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) return {};
+  const float scale = float(p.scale), scaled = product * scale;
   float s = score_of(modification, b, h, i, j, scaled);
   if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
   const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
-  return seen_pair_gradient(modification, b, h, i, j, scaled, s, kept, d_weight, lse, dot, input_gradients);
+  return seen_pair_gradient(modification, b, h, i, j, scaled, s, log2_e, kept, d_weight, lse2, dot, scale,
+                            input_gradients);
 }
 
 /// P and dS of query i and key j on a tile that neither a mask nor dropout touches: no checks,
 /// no branches (they had cost the backward kernels more instructions than their products).
 template <class M>
 __device__ inline pair_gradient unmasked_gradient(const M& modification, index_t b, index_t h, index_t i, index_t j,
-                                                  float product, float scale, float d_weight, float lse, float dot,
+                                                  float product, float scale, float d_weight, float lse2, float dot,
                                                   float* input_gradients) {
-  const float scaled = product * scale;
-  return seen_pair_gradient(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), 1.f,
-                            d_weight, lse, dot, input_gradients);
+  if constexpr (M::modifies) {
+    const float scaled = product * scale;
+    return seen_pair_gradient(modification, b, h, i, j, scaled, score_of(modification, b, h, i, j, scaled), log2_e,
+                              1.f, d_weight, lse2, dot, scale, input_gradients);
+  } else {
+    return seen_pair_gradient(modification, b, h, i, j, 0.f, product, scale * log2_e, 1.f, d_weight, lse2, dot, scale,
+                              input_gradients);
+  }
 }
 
 /// 16-bit elements a stage of backward_keys takes: a tile of queries and one of output
@@ -650,7 +691,7 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
 template <int D, class T, class Rule, class M, bool sums_queries = false>
 __global__ void __launch_bounds__(warps * 32)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
-                  const float* log_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification,
+                  const float* log2_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification,
                   float* d_q_sums) {
   constexpr int S = stride<D>, tile = tile_rows * S;
   std::uint16_t* const keys = dynamic_shared_memory<std::uint16_t>();
@@ -692,10 +733,10 @@ __global__ void __launch_bounds__(warps * 32)
     float* const dots_tile = lse_tile + tile_rows;
     for (int r = int(threadIdx.x); r < tile_rows; r += int(blockDim.x)) {
       if (r < count) {
-        async_copy::copy_4_bytes(lse_tile + r, log_sum_exp + query_row + query + r);
+        async_copy::copy_4_bytes(lse_tile + r, log2_sum_exp + query_row + query + r);
         async_copy::copy_4_bytes(dots_tile + r, dots + query_row + query + r);
       } else {
-        lse_tile[r] = -INFINITY, dots_tile[r] = 0.f;
+        lse_tile[r] = INFINITY, dots_tile[r] = 0.f;  // rows past the end see nothing
       }
     }
   };
@@ -750,21 +791,21 @@ __global__ void __launch_bounds__(warps * 32)
           const pair_gradient g = gradient(column, e / 2, scores[n][e], d_weights[n][e], lse_tile[column],
                                            dots_tile[column]);
           scores[n][e] = g.weight;
-          d_weights[n][e] = scale * g.d_score;
+          d_weights[n][e] = g.d_score;
         }
     };
     if (unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule) && !(p.dropout > 0)) {
-      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+      each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         return unmasked_gradient(modification, b, h, query + column, rows[r], product, scale, d_weight,
-                                 unseen_as_infinite(lse), dot, nullptr);
+                                 lse2, dot, nullptr);
       });
     } else {
       // The queries that padding and the causal rule let see each of the lane's keys.
       const kernels::column_span seeing[2] = {kernels::queries_seeing_key(p, rows[0], query, key_end, tile_rows),
                                               kernels::queries_seeing_key(p, rows[1], query, key_end, tile_rows)};
-      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+      each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         const bool in_row = column >= seeing[r].begin && column < seeing[r].end;
-        return gradient_of(p, b, h, query + column, rows[r], in_row, bias, rule, modification, product, d_weight, lse,
+        return gradient_of(p, b, h, query + column, rows[r], in_row, bias, rule, modification, product, d_weight, lse2,
                            dot, nullptr);
       });
     }
@@ -804,7 +845,7 @@ inline constexpr int gradient_slots = 4;
 template <int D, class T, class Rule, class M>
 __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
-                     const float* log_sum_exp, const float* dots, T* d_q, Rule rule, M modification,
+                     const float* log2_sum_exp, const float* dots, T* d_q, Rule rule, M modification,
                      float* input_gradients, index_t first_sentence) {
   constexpr int S = stride<D>, tile = tile_rows * S;
   std::uint16_t* const staged = dynamic_shared_memory<std::uint16_t>();  // [2][keys, values][tile]
@@ -833,7 +874,7 @@ __global__ void __launch_bounds__(warps * 32)
     mma::load_a(query[c], block_queries + warp * 16 * S + c * 16, S);
     mma::load_a(d_output[c], block_d_outs + warp * 16 * S + c * 16, S);
   }
-  float lse[2], dot[2];
+  float lse2[2], dot[2];  // row_terms'
   float* slot[2] = {nullptr, nullptr};  // the lane's share of its rows' learned gradients
   // The same, held: in registers where the modification is inlined, on the stack (in the L1
   // cache, not written through to memory as a slot's adds are) where it is called.
@@ -841,7 +882,7 @@ __global__ void __launch_bounds__(warps * 32)
   float sums[2][held > 0 ? held : 1] = {};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    lse[r] = rows[r] < p.queries ? log_sum_exp[at.query_row + rows[r]] : -INFINITY;
+    lse2[r] = rows[r] < p.queries ? log2_sum_exp[at.query_row + rows[r]] : INFINITY;
     dot[r] = rows[r] < p.queries ? dots[at.query_row + rows[r]] : 0.f;
     if constexpr (M::modifies)
       if (input_gradients != nullptr && rows[r] < p.queries)
@@ -866,25 +907,25 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e / 2;
-          const pair_gradient g = gradient(n * 8 + 2 * t + e % 2, r, scores[n][e], d_weights[n][e], lse[r], dot[r]);
-          scores[n][e] = scale * g.d_score;
+          const pair_gradient g = gradient(n * 8 + 2 * t + e % 2, r, scores[n][e], d_weights[n][e], lse2[r], dot[r]);
+          scores[n][e] = g.d_score;
         }
     };
     const index_t warp_first = first + warp * 16;
     // Where a row's shares are held, they go to its sums whether or not the row has a slot.
     const auto sink = [&](int r) { return held > 0 ? sums[r] : slot[r]; };
     if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule) && !(p.dropout > 0)) {
-      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+      each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         return unmasked_gradient(modification, b, h, rows[r], key + column, product, scale, d_weight,
-                                 unseen_as_infinite(lse), dot, sink(r));
+                                 lse2, dot, sink(r));
       });
     } else {
       // The keys that padding and the causal rule let each of the lane's queries see.
       const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
                            kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
-      each_pair([&](int column, int r, float product, float d_weight, float lse, float dot) {
+      each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         return gradient_of(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification, product,
-                           d_weight, lse, dot, sink(r));
+                           d_weight, lse2, dot, sink(r));
       });
     }
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
