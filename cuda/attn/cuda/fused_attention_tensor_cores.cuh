@@ -767,8 +767,10 @@ __global__ void __launch_bounds__(warps * 32)
 #pragma unroll
     for (int c = 0; c < D / 16; ++c) {
       mma::fragment_a key_block, value_block;
-      mma::load_a(key_block, keys + warp * 16 * S + c * 16, S);
-      mma::load_a(value_block, values + warp * 16 * S + c * 16, S);
+      // The same fragments every step (the warp's keys and values), loaded again at each: kept,
+      // they would take 8 · D / 16 registers more, which dK/dV does not have past D = 32.
+      mma::load_a_blocks(key_block, keys + warp * 16 * S + c * 16, S);
+      mma::load_a_blocks(value_block, values + warp * 16 * S + c * 16, S);
 #pragma unroll
       for (int n = 0; n < tile_rows / 8; n += 2) {
         mma::fragment_b query_block, next_query_block, d_out_block, next_d_out_block;

@@ -125,6 +125,14 @@ __device__ inline void load_blocks(std::uint32_t (&r)[4], const std::uint16_t* r
 #endif
 }
 
+/// load_a through ldmatrix: one instruction where load_a takes four 32-bit loads, for a tile in
+/// shared memory whose rows are 16-byte aligned (blocks (m 0–7, k 0–7), (m 8–15, k 0–7),
+/// (m 0–7, k 8–15), (m 8–15, k 8–15) are A's a[0] … a[3], lane (g, t) given row g, columns 2t…).
+__device__ inline void load_a_blocks(fragment_a& a, const std::uint16_t* x, int stride) {
+  const int lane = int(threadIdx.x % 32);
+  load_blocks<false>(a, x + lane % 16 * stride + lane / 16 * 8);
+}
+
 /// The A fragment of the 16 × 16 tile Aᵀ at `x`: x holds column k of A as its row k (A[m][k] at
 /// x[k · stride + m], as a warp's Sᵀ accumulators, stored row by row, hold S): ldmatrix
 /// transposes the four 8 × 8 blocks as it loads them. Rows 16-byte aligned.

@@ -193,6 +193,19 @@ std::vector<std::uint16_t> bits(const std::vector<float>& x) {
   return b;
 }
 
+/// load_a_blocks (one ldmatrix) against load_a (four 32-bit loads): the A fragment of a 16 × 16
+/// tile staged as the kernels stage keys.
+__global__ void a_fragment_loads(const std::uint16_t* rows, std::uint32_t* blocks, std::uint32_t* single) {
+  alignas(16) __shared__ std::uint16_t staged[16 * 24];
+  for (int e = int(threadIdx.x); e < 256; e += 32) staged[e / 16 * 24 + e % 16] = rows[e];
+  __syncwarp();
+  mma::fragment_a by_blocks, by_pairs;
+  mma::load_a_blocks(by_blocks, staged, 24);
+  mma::load_a(by_pairs, staged, 24);
+  const unsigned lane = threadIdx.x;
+  for (int r = 0; r < 4; ++r) blocks[lane * 4 + r] = by_blocks[r], single[lane * 4 + r] = by_pairs[r];
+}
+
 /// C (16 × 8) = A (16 × 16) · B (16 × 8), B given as Bᵀ (its column n as row n, as keys hold
 /// Kᵀ's), through load_a, load_b_from_rows and multiply_add; C stored row-major.
 template <class T>
@@ -303,6 +316,14 @@ TEST_CASE("emulator: a pair of B fragments through ldmatrix equals two fragments
   std::vector<std::uint32_t> paired(128, 0), single(128, 1);
   emulator::launch(paired_and_single_loads, dim3(1), dim3(32), 0, rows.data(), paired.data(), single.data());
   CHECK(paired == single);
+}
+
+TEST_CASE("emulator: an A fragment through ldmatrix equals one through 32-bit loads") {
+  std::vector<std::uint16_t> rows(256);
+  for (std::size_t e = 0; e < rows.size(); ++e) rows[e] = static_cast<std::uint16_t>(e * 37 + 11);  // all different
+  std::vector<std::uint32_t> blocks(128, 0), single(128, 1);
+  emulator::launch(a_fragment_loads, dim3(1), dim3(32), 0, rows.data(), blocks.data(), single.data());
+  CHECK(blocks == single);
 }
 
 TEST_CASE("emulator: every block and thread runs once, with its coordinates") {
