@@ -56,7 +56,8 @@ TEST_CASE_TEMPLATE("unary functions match the standard library on random shapes"
   }
 }
 
-TEST_CASE_TEMPLATE("abs in kernels (op::abs) agrees with the CPU's at signed zeros and NaN", T, float, double) {
+TEST_CASE_TEMPLATE("abs in kernels (op::abs) agrees with the CPU's at signed zeros and infinities", T, float,
+                   double) {
   // A GPU kernel evaluates op::abs, the CPU's lowering Eigen's abs: the two must agree to the
   // bit, −0 included (its sign reaches a score through s − m·|i − j|).
   using limits = std::numeric_limits<T>;
@@ -72,7 +73,7 @@ TEST_CASE_TEMPLATE("abs in kernels (op::abs) agrees with the CPU's at signed zer
     CHECK_FALSE(std::signbit(kernel));
   }
   for (const T v : {limits::infinity(), -limits::infinity()}) CHECK(attn::op::abs{}(v) == limits::infinity());
-  CHECK(std::isnan(attn::op::abs{}(limits::quiet_NaN())));
+  CHECK(std::isnan(attn::op::abs{}(limits::quiet_NaN())));  // and NaN stays NaN
   // Integers compare and negate.
   CHECK(attn::op::abs{}(-7) == 7);
   CHECK(attn::op::abs{}(std::int64_t{-7}) == 7);
