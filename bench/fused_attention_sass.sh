@@ -12,7 +12,8 @@
 # over a global load or atomic, and no copy or product, to code that reaches its join without a
 # branch: the bias's loads, dQ's checked adds), each 16-byte copy loop run D / 16 times, dQ's loop
 # over 32 columns D / 32 times, other inner loops once; a call on that path counts with its
-# function's body. Then the same kernels under ALiBi with learned slopes (`ALiBi forward`, ...),
+# function's body; `local`, the local loads and stores (spilled registers) on that path. Then the
+# same kernels under ALiBi with learned slopes (`ALiBi forward`, ...),
 # at widths 64 and 128 (inlined: its backward's derivative taken at every score, without a
 # branch). A score modification called out of line behind a branch (the backward's, where dS ≠ 0)
 # is walked around as dropout's is: its backward kernels' tiles are counted as of scores whose dS
@@ -41,7 +42,8 @@ for line in open(sys.argv[2]):
     if function: name = function.group(1); code[name] = []; continue
     op = re.match(r'\s+/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)\s*([^;]*);', line)
     if op and name and op.group(3) != 'NOP':
-        code[name].append((int(op.group(1), 16), op.group(3).split('.')[0], op.group(4), bool(op.group(2)), op.group(3)))
+        code[name].append((int(op.group(1), 16), op.group(3).split('.')[0], op.group(4), bool(op.group(2)),
+                           op.group(3)))
 def label(mangled):
     kernel = re.search(r'(forward|backward_keys|backward_queries)ILi(\d+)', mangled)
     sums = 'no_score_modificationELb1E' in mangled  # backward_keys<D, T, Rule, M, sums_queries = true>
@@ -62,17 +64,17 @@ def tile_path(ops, loop_begin, loop_end, copies):
             if o[1] == 'BSYNC': return n > 0
             if o[1] == 'BRA': return False
         return False
-    k, count, back_edges, walked_products = at[loop_begin], 0, collections.Counter(), 0
+    k, count, back_edges, walked = at[loop_begin], 0, collections.Counter(), collections.Counter()
     while True:
         address, op, operands, predicate, _ = ops[k]
         count += 1
-        walked_products += op == 'HMMA'
+        walked[op] += 1
         callee = re.match(r'0x([0-9a-f]+)', operands) if op == 'CALL' else None
         if callee and int(callee.group(1), 16) in at:  # an out-of-line function: its body to RET too
             c = at[int(callee.group(1), 16)]
             while ops[c][1] != 'RET': count, c = count + 1, c + 1
             count += 1
-        if address == loop_end: return count, walked_products
+        if address == loop_end: return count, walked
         if op == 'BRA':
             target = int(re.search(r'0x([0-9a-f]+)', operands).group(1), 16)
             two_predicates = ',' in operands
@@ -92,7 +94,8 @@ def tile_path(ops, loop_begin, loop_end, copies):
                 continue
         k += 1
 
-print(f"{'kernel':27s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} {'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s}")
+print(f"{'kernel':27s} {'d':>4s} {'registers':>9s} {'spilled':>7s} {'SASS':>6s} {'loop':>6s} "
+      f"{'HMMA':>5s} {'LDSM':>5s} {'MUFU':>5s} {'BRA':>5s} {'tile':>5s} {'local':>5s}")
 for mangled in sorted(code, key=label):
     ops = code[mangled]
     loops = []
@@ -106,7 +109,8 @@ for mangled in sorted(code, key=label):
     body = max(loops, key=len)
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)
-    tile, walked_products = tile_path(ops, body[0][0], body[-1][0], d // 16)
+    tile, walked = tile_path(ops, body[0][0], body[-1][0], d // 16)
+    walked_products = walked['HMMA']
     # m16n8k16 products a 64-wide tile takes: D / 2 for each of the forward's two, dK/dV's four,
     # dQ's three, and the dQ sums' one more.
     products = {'forward': d, 'backward_keys': 2 * d, 'backward_keys+dQ sums': 5 * d // 2,
@@ -115,5 +119,6 @@ for mangled in sorted(code, key=label):
         sys.exit(f'{kernel} at d = {d}: the walk met {walked_products} products where a tile has '
                  f'{products[kernel.removeprefix("ALiBi ")]}: the SASS no longer fits the walk\'s rules')
     print(f"{kernel:27s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
-          f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {tile:5d}")
+          f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {tile:5d} "
+          f"{walked['LDL'] + walked['STL']:5d}")
 PY
