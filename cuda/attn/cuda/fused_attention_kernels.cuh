@@ -111,15 +111,20 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   log_sum_exp[at.query_row + i] = running_sum > A(0) ? running_max + log_of(running_sum) : -infinity<A>();
 }
 
-/// D_r = Σ_c dO[r, c] · O[r, c], a thread a row.
+/// D_r = Σ_c dO[r, c] · O[r, c].
 template <class T>
-__global__ void row_dots(const T* d_out, const T* out, accumulate_t<T>* dots, index_t rows, index_t d_v) {
+__device__ inline accumulate_t<T> row_dot(const T* d_out, const T* out, index_t r, index_t d_v) {
   using A = accumulate_t<T>;
-  const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
   A sum = A(0);
   for (index_t c = 0; c < d_v; ++c) sum += A(d_out[r * d_v + c]) * A(out[r * d_v + c]);
-  dots[r] = sum;
+  return sum;
+}
+
+/// row_dot, a thread a row.
+template <class T>
+__global__ void row_dots(const T* d_out, const T* out, accumulate_t<T>* dots, index_t rows, index_t d_v) {
+  const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < rows) dots[r] = row_dot(d_out, out, r, d_v);
 }
 
 /// dK and dV of 64 keys of one key/value head: a thread a key, over every query that reads it.

@@ -127,7 +127,7 @@ struct fused_attention_launch {
     const auto scratch = Runtime::scratch(static_cast<std::size_t>(rows) * sizeof(A) * (on_tensor_cores ? 2 : 1));
     A* const dots = static_cast<A*>(scratch.get());
     const A* const row_log_sum_exp = on_tensor_cores ? dots + rows : log_sum_exp;  // times log2 e on tensor cores
-    const auto row_terms = [&] {
+    const auto prepare_rows = [&] {
       if constexpr (is_float16_storage<T>) {
         if (on_tensor_cores) {
           Runtime::launch(tensor_cores::row_terms<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, log_sum_exp,
@@ -137,7 +137,7 @@ struct fused_attention_launch {
       }
       Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, dots, rows, p.d_v);
     };
-    if (rows > 0) row_terms();
+    if (rows > 0) prepare_rows();
     const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
     const std::size_t sentence_bytes = row_bytes * std::size_t(slots);
     if (sentence_bytes > row_gradient_limit)

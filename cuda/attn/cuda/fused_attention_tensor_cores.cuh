@@ -515,9 +515,7 @@ __global__ void row_terms(const T* d_out, const T* out, const float* log_sum_exp
                           float* log2_sum_exp, index_t rows, index_t d_v) {
   const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  float sum = 0.f;
-  for (index_t c = 0; c < d_v; ++c) sum += float(d_out[r * d_v + c]) * float(out[r * d_v + c]);
-  dots[r] = sum * factor;
+  dots[r] = kernels::row_dot(d_out, out, r, d_v) * factor;
   log2_sum_exp[r] = log_sum_exp[r] == -INFINITY ? INFINITY : log_sum_exp[r] * log2_e;
 }
 
