@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
@@ -24,16 +25,41 @@ namespace {
 char notice_text[512];
 std::size_t notice_length = 0;
 
-extern "C" void on_stop_signal(int signal) {
-  // The first signal asks the program to stop when it can; a second one ends the process at once.
-  if (stop_signal().exchange(signal) != 0) {
+// Whether a first signal has been taken: set by whichever thread takes one first (the signal
+// thread, or a handler on a thread started before take_stop_signals).
+std::atomic<bool> first_taken{false};
+
+// Takes a stop signal on a thread where SIGINT and SIGTERM are blocked (the signal thread), or
+// in a handler, where the signal taken is. Async-signal-safe: sigaction, sigprocmask, write.
+void take(int signal, bool in_handler) {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  if (first_taken.exchange(true)) {  // a second signal, taken before the first was done with
     std::signal(signal, SIG_DFL);
-    std::raise(signal);
+    std::raise(signal);  // pending until the handler returns, or until unblocked here
+    if (!in_handler) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
     return;
   }
+  // From here a second signal ends the process by the default action, in the kernel, as it is
+  // sent: it is fatal to the whole process once a thread that does not block it is there to take
+  // it (this one, unblocked below, or one started before take_stop_signals). One that came after
+  // the first and is pending ends the process when it is unblocked. Either way the orderly stop
+  // never sees it: stop_signal() is set last, when no second signal has ended the process.
+  // Before, this thread took a second signal with sigwait, and on a loaded machine the program
+  // could finish its orderly stop before this thread ran to take it.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!in_handler) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
   // write, not stdio: this may run as a signal handler.
-  if (notice_length > 0 && ::write(STDERR_FILENO, notice_text, notice_length) < 0) return;
+  if (notice_length > 0 && ::write(STDERR_FILENO, notice_text, notice_length) < 0) {
+    // The notice is a courtesy: the stop goes on without it.
+  }
+  stop_signal().store(signal);
 }
+
+extern "C" void on_stop_signal(int signal) { take(signal, true); }
 
 }  // namespace
 
@@ -47,13 +73,11 @@ void take_stop_signals(const std::string& notice) {
   sigaddset(&stops, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stops, nullptr);
   std::thread([stops] {
-    for (;;) {
-      int signal = 0;
-      if (sigwait(&stops, &signal) != 0) continue;
-      // A second signal ends the process: on_stop_signal raises it again, here unblocked.
-      if (stop_signal().load() != 0) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
-      on_stop_signal(signal);
-    }
+    int signal = 0;
+    while (sigwait(&stops, &signal) != 0) continue;  // fails only for a set it cannot wait on
+    take(signal, false);
+    // Stays, the stop signals unblocked, to be the thread that a second one ends the process on.
+    for (;;) ::pause();
   }).detach();
 }
 

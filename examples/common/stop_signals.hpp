@@ -12,7 +12,10 @@ namespace attn::examples {
 std::atomic<int>& stop_signal();
 
 /// From now on the first SIGINT or SIGTERM sets stop_signal() (and writes `notice`, when there
-/// is one, to standard error), and a second one ends the process as the signal would.
+/// is one, to standard error), and a second one ends the process as the signal would. Before
+/// stop_signal() is set the signals' actions are reset to the default, so a second signal ends
+/// the process as it is sent (in the kernel, before any of its threads runs again): an orderly
+/// stop that has seen stop_signal() cannot outrun it, however loaded the machine.
 /// The signals are blocked in this thread and in every thread it starts later (OpenMP's), and
 /// taken by a thread of their own that waits for them. A handler must not run on a thread that
 /// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
