@@ -21,9 +21,16 @@ struct fast_divider {
   fast_divider() = default;
   explicit fast_divider(std::uint64_t d) {
     if (d == 0 || d > 0xffffffffu) throw std::invalid_argument("attn::cuda_backend::fast_divider: divisor out of [1, 2^32)");
-    divisor = std::uint32_t(d);
-    while (shift < 32 && (std::uint64_t(1) << shift) < d) ++shift;
-    magic = std::uint32_t((((std::uint64_t(1) << shift) - d) << 32) / d + 1);  // 2^shift − d < 2³¹
+    *this = of(std::uint32_t(d));
+  }
+  /// The divider of d ≥ 1, unchecked: for a divisor that a kernel computes (its one 64-bit
+  /// division, once, then a multiply-high at each use).
+  __host__ __device__ static fast_divider of(std::uint32_t d) {
+    fast_divider f;
+    f.divisor = d;
+    while (f.shift < 32 && (std::uint64_t(1) << f.shift) < d) ++f.shift;
+    f.magic = std::uint32_t((((std::uint64_t(1) << f.shift) - d) << 32) / d + 1);  // 2^shift − d < 2³¹
+    return f;
   }
 
   __host__ __device__ std::uint32_t quotient(std::uint32_t n) const {

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "async_copy.cuh"
+#include "fast_divider.cuh"
 #include "fast_exp2.cuh"
 #include "fused_attention_masks.cuh"
 #include "mma.cuh"
@@ -715,12 +716,16 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t first_tile = block_queries.begin;
   const index_t query_tiles =
       first_tile < block_queries.end ? (block_queries.end - first_tile + tile_rows - 1) / tile_rows : 0;
-  const index_t steps = first_key < key_end ? group * query_tiles : 0;
+  const std::uint32_t steps = first_key < key_end ? std::uint32_t(group * query_tiles) : 0;
   // Recomputed where used rather than carried from step to step: at D = 128 this kernel has no
-  // registers to spare (two carried indices made ptxas spill).
-  const auto head_of = [&](index_t step) { return first_head + step / query_tiles; };
-  const auto query_of = [&](index_t step) { return first_tile + step % query_tiles * tile_rows; };
-  const auto stage_queries = [&](index_t step, int buffer) {
+  // registers to spare (two carried indices made ptxas spill). A step's head and tile by a
+  // multiply-high (steps < 2³²: the launcher's check), not a division at every step.
+  const fast_divider by_query_tiles = fast_divider::of(std::uint32_t(query_tiles > 0 ? query_tiles : 1));
+  const auto head_of = [&](std::uint32_t step) { return first_head + by_query_tiles.quotient(step); };
+  const auto query_of = [&](std::uint32_t step) {
+    return first_tile + index_t(by_query_tiles.remainder(step, by_query_tiles.quotient(step))) * tile_rows;
+  };
+  const auto stage_queries = [&](std::uint32_t step, int buffer) {
     const index_t query_row = (b * p.heads + head_of(step)) * p.queries;
     const index_t query = query_of(step);
     const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
@@ -746,7 +751,7 @@ __global__ void __launch_bounds__(warps * 32)
     async_copy::commit();
   }
 
-  for (index_t step = 0; step < steps; ++step) {
+  for (std::uint32_t step = 0; step < steps; ++step) {
     const int buffer = int(step % 2);
     async_copy::wait<0>();
     __syncthreads();  // this stage has landed, and no warp still reads the other one
