@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -21,64 +23,73 @@ std::atomic<int>& stop_signal() {
 
 namespace {
 
-// Set before the handlers are, read only after; a plain array, which outlives every thread.
+// Set before the handler is, read only after; a plain array, which outlives every thread.
 char notice_text[512];
 std::size_t notice_length = 0;
 
-// Whether a first signal has been taken: set by whichever thread takes one first (the signal
-// thread, or a handler on a thread started before take_stop_signals).
+// Whether a handler has taken a first signal (on the signal thread, or on a thread started
+// before take_stop_signals).
 std::atomic<bool> first_taken{false};
 
-// Takes a stop signal on a thread where SIGINT and SIGTERM are blocked (the signal thread), or
-// in a handler, where the signal taken is. Async-signal-safe: sigaction, sigprocmask, write.
-void take(int signal, bool in_handler) {
+sigset_t stop_signals() {
   sigset_t stops;
   sigemptyset(&stops);
   sigaddset(&stops, SIGINT);
   sigaddset(&stops, SIGTERM);
-  if (first_taken.exchange(true)) {  // a second signal, taken before the first was done with
+  return stops;
+}
+
+// Runs with SIGINT and SIGTERM blocked (the handler's mask), so that a second signal cannot
+// interrupt it and run first. Calls only async-signal-safe functions: signal, raise,
+// pthread_sigmask, write.
+extern "C" void on_stop_signal(int signal) {
+  const int saved_errno = errno;
+  const sigset_t stops = stop_signals();
+  if (first_taken.exchange(true)) {  // a second signal, before the first's handler reset the actions
     std::signal(signal, SIG_DFL);
-    std::raise(signal);  // pending until the handler returns, or until unblocked here
-    if (!in_handler) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+    std::raise(signal);
+    pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // delivered here: the process ends
     return;
   }
-  // From here a second signal ends the process by the default action, in the kernel, as it is
-  // sent: it is fatal to the whole process once a thread that does not block it is there to take
-  // it (this one, unblocked below, or one started before take_stop_signals). One that came after
-  // the first and is pending ends the process when it is unblocked. Either way the orderly stop
-  // never sees it: stop_signal() is set last, when no second signal has ended the process.
-  // Before, this thread took a second signal with sigwait, and on a loaded machine the program
-  // could finish its orderly stop before this thread ran to take it.
+  // From here a second signal ends the process by the default action, in the kernel as it is
+  // sent: a fatal signal that some thread does not block (the signal thread does not) ends the
+  // whole process at once. One sent since this handler began is pending, and ends the process
+  // when unblocked below. Either way before stop_signal() is set: the orderly stop never sees it.
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  if (!in_handler) pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
-  // write, not stdio: this may run as a signal handler.
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
   if (notice_length > 0 && ::write(STDERR_FILENO, notice_text, notice_length) < 0) {
     // The notice is a courtesy: the stop goes on without it.
   }
   stop_signal().store(signal);
+  errno = saved_errno;
 }
-
-extern "C" void on_stop_signal(int signal) { take(signal, true); }
 
 }  // namespace
 
 void take_stop_signals(const std::string& notice) {
   notice_length = notice.copy(notice_text, sizeof notice_text);
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
-  std::thread([stops] {
-    int signal = 0;
-    while (sigwait(&stops, &signal) != 0) continue;  // fails only for a set it cannot wait on
-    take(signal, false);
-    // Stays, the stop signals unblocked, to be the thread that a second one ends the process on.
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  action.sa_mask = stop_signals();
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  // The thread that takes the signals, started before they are blocked here, so that it never
+  // blocks them, and running before this returns (a new thread blocks every signal until it
+  // runs): a second signal finds it ready however soon it comes. It computes nothing, so the
+  // handler never runs inside a kernel. Not sigwait: a thread waiting in sigwait for a signal
+  // whose action is the default takes it as a wake-up, not as the end of the process, and the
+  // process would end only once that thread ran.
+  std::promise<void> running;
+  std::future<void> started = running.get_future();
+  std::thread([running = std::move(running)]() mutable {
+    running.set_value();
     for (;;) ::pause();
   }).detach();
+  started.wait();
+  const sigset_t stops = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);  // here, and in every thread started from here
 }
 
 void end_by(int signal) {

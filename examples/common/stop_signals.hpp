@@ -15,13 +15,15 @@ std::atomic<int>& stop_signal();
 /// is one, to standard error), and a second one ends the process as the signal would. Before
 /// stop_signal() is set the signals' actions are reset to the default, so a second signal ends
 /// the process as it is sent (in the kernel, before any of its threads runs again): an orderly
-/// stop that has seen stop_signal() cannot outrun it, however loaded the machine.
+/// stop that has seen stop_signal() cannot outrun it, however loaded the machine. (Two signals
+/// of one kind sent before the process has taken the first are one signal: the kernel keeps one
+/// of each kind pending.)
 /// The signals are blocked in this thread and in every thread it starts later (OpenMP's), and
-/// taken by a thread of their own that waits for them. A handler must not run on a thread that
+/// handled on a thread of their own that waits for them. A handler must not run on a thread that
 /// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
 /// heap, and the handler's frame is written there (oneDNN issue #4845; Debian 12 has 2.6.3).
 /// Call it before any computing thread starts. Threads started before it (an MPI library's,
-/// which compute nothing) keep a handler that does the same.
+/// which compute nothing) may run the same handler.
 void take_stop_signals(const std::string& notice = {});
 
 /// Ends the process by `signal` itself, its action reset to the default, once the program has
