@@ -97,12 +97,13 @@ struct fused_attention_launch {
     check_problem(p, "attn::fused_attention<cuda>::backward");
     check_grid(p, "attn::fused_attention<cuda>::backward");
     // The tensor-core dK/dV kernel counts its steps (a query tile of a head of the group) in 32
-    // bits; past that Q alone would take terabytes.
+    // bits; 2³² of them would need 2³⁸ query rows, half a terabyte of Q at d_k = 1.
     const index_t group = p.kv_heads > 0 ? p.heads / p.kv_heads : p.heads;
-    if (group * ((p.queries + tensor_cores::tile_rows - 1) / tensor_cores::tile_rows) > index_t{0xffffffff})
+    const index_t query_tiles = (p.queries + tensor_cores::tile_rows - 1) / tensor_cores::tile_rows;
+    if (group > 0 && query_tiles > index_t{0xffffffff} / group)
       throw std::invalid_argument("attn::fused_attention<cuda>::backward: " + std::to_string(group) +
                                   " query heads a key head, " + std::to_string(p.queries) +
-                                  " queries: over 2^32 tiles of 64 queries for one key head");
+                                  " queries: 2^32 or more tiles of 64 queries for one key head");
     const index_t rows = p.batch * p.heads * p.queries;
     index_t inputs = 0;
     if constexpr (M::modifies) inputs = d_modification != nullptr ? modification.size : 0;
