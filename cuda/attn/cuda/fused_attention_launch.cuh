@@ -56,6 +56,18 @@ struct fused_attention_launch {
                                   " sentences; split the batch");
   }
 
+  /// The tensor-core dK/dV kernel counts its steps (a query tile of a head of the group) in 32
+  /// bits: at most 2³² − 1 of them, which would take 2³⁸ query rows, half a terabyte of Q at d_k = 1.
+  static void check_query_tiles(const fused_attention_problem& p, const char* who) {
+    namespace tensor_cores = fused_attention_tensor_cores;
+    const index_t group = p.kv_heads > 0 ? p.heads / p.kv_heads : p.heads;
+    const index_t query_tiles = (p.queries + tensor_cores::tile_rows - 1) / tensor_cores::tile_rows;
+    if (group > 0 && query_tiles > index_t{0xffffffff} / group)
+      throw std::invalid_argument(std::string(who) + ": " + std::to_string(group) + " query heads a key head, " +
+                                  std::to_string(p.queries) +
+                                  " queries: 2^32 or more tiles of 64 queries for one key head");
+  }
+
   template <class T, class Rule, class M>
   static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule, const M& modification) {
@@ -96,14 +108,7 @@ struct fused_attention_launch {
     using A = accumulate_t<T>;
     check_problem(p, "attn::fused_attention<cuda>::backward");
     check_grid(p, "attn::fused_attention<cuda>::backward");
-    // The tensor-core dK/dV kernel counts its steps (a query tile of a head of the group) in 32
-    // bits; 2³² of them would need 2³⁸ query rows, half a terabyte of Q at d_k = 1.
-    const index_t group = p.kv_heads > 0 ? p.heads / p.kv_heads : p.heads;
-    const index_t query_tiles = (p.queries + tensor_cores::tile_rows - 1) / tensor_cores::tile_rows;
-    if (group > 0 && query_tiles > index_t{0xffffffff} / group)
-      throw std::invalid_argument("attn::fused_attention<cuda>::backward: " + std::to_string(group) +
-                                  " query heads a key head, " + std::to_string(p.queries) +
-                                  " queries: 2^32 or more tiles of 64 queries for one key head");
+    check_query_tiles(p, "attn::fused_attention<cuda>::backward");
     const index_t rows = p.batch * p.heads * p.queries;
     index_t inputs = 0;
     if constexpr (M::modifies) inputs = d_modification != nullptr ? modification.size : 0;

@@ -439,6 +439,32 @@ TEST_CASE("fused attention's GPU launches refuse more sentences or heads than a 
   }
 }
 
+TEST_CASE("fused attention's GPU backward refuses 2^32 query tiles for one key head, which dK/dV counts in 32 bits") {
+  // 65 535 query heads on one key head: 65 537 tiles of 64 queries make 2³² − 1 steps, the most;
+  // 65 538 tiles (the last of one query) are refused, by the backward before anything is read.
+  using launch = attn::cuda_backend::fused_attention_launch<attn::cuda_emulator::runtime>;
+  attn::fused_attention_problem p;
+  p.batch = 1, p.heads = 65535, p.kv_heads = 1, p.keys = 1, p.d_k = 32, p.d_v = 32, p.scale = 1;
+  p.queries = 65537 * 64;
+  CHECK_NOTHROW(launch::check_query_tiles(p, "test"));
+  p.queries = 65537 * 64 + 1;
+  CHECK_THROWS_WITH_AS(launch::check_query_tiles(p, "test"),
+                       "test: 65535 query heads a key head, 4194369 queries: 2^32 or more tiles of 64 queries for "
+                       "one key head",
+                       std::invalid_argument);
+  p.kv_heads = 5;  // groups of 13 107: far from it
+  CHECK_NOTHROW(launch::check_query_tiles(p, "test"));
+
+  using T = attn::bfloat16;
+  p.kv_heads = 1;
+  std::vector<T> x(32);
+  std::vector<float> log_sum_exp(1);
+  CHECK_THROWS_WITH_AS(attn::fused_attention<emulated::gpu>::backward(
+                           p, x.data(), x.data(), x.data(), static_cast<const T*>(nullptr), x.data(), x.data(),
+                           log_sum_exp.data(), x.data(), x.data(), x.data()),
+                       doctest::Contains("2^32 or more tiles of 64 queries"), std::invalid_argument);
+}
+
 TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores where a block's shared memory is too small") {
   // GPUs of compute capability 8.6, 8.9 and 12.x give a block 99 KiB of dynamic shared memory:
   // the tensor-core dK/dV kernel at head width 128 takes 103 KiB, the forward and dQ 68 KiB.
