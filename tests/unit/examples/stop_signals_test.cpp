@@ -9,9 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -46,8 +45,10 @@ ending in_child(const std::function<void()>& child) {
   ::close(pipe_ends[1]);
   ending e;
   char buffer[256];
-  for (ssize_t n; (n = ::read(pipe_ends[0], buffer, sizeof buffer)) != 0;)
+  for (ssize_t n; (n = ::read(pipe_ends[0], buffer, sizeof buffer)) != 0;) {
     if (n > 0) e.said.append(buffer, static_cast<std::size_t>(n));
+    else if (errno != EINTR) break;
+  }
   ::close(pipe_ends[0]);
   REQUIRE(::waitpid(pid, &e.wait_status, 0) == pid);
   return e;
