@@ -84,6 +84,8 @@ void take_stop_signals(const std::string& notice) {
   std::promise<void> running;
   std::future<void> started = running.get_future();
   std::thread([running = std::move(running)]() mutable {
+    const sigset_t stops = stop_signals();
+    pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // even if the process started with them blocked
     running.set_value();
     for (;;) ::pause();
   }).detach();

@@ -14,10 +14,12 @@ std::atomic<int>& stop_signal();
 /// From now on the first SIGINT or SIGTERM sets stop_signal() (and writes `notice`, when there
 /// is one, to standard error), and a second one ends the process as the signal would. Before
 /// stop_signal() is set the signals' actions are reset to the default, so a second signal ends
-/// the process as it is sent (in the kernel, before any of its threads runs again): an orderly
-/// stop that has seen stop_signal() cannot outrun it, however loaded the machine. (Two signals
-/// of one kind sent before the process has taken the first are one signal: the kernel keeps one
-/// of each kind pending.)
+/// the process as it is sent (the kernel ends it then, not when one of its threads gets to run):
+/// an orderly stop that has seen stop_signal() cannot outrun it, however loaded the machine.
+/// (Two signals of one kind sent before the process has taken the first are one signal: the
+/// kernel keeps one of each kind pending. And where threads started before this one take the
+/// signals too, a second signal that one of them took before the first's handler had reset the
+/// actions ends the process only once that thread runs on.)
 /// The signals are blocked in this thread and in every thread it starts later (OpenMP's), and
 /// handled on a thread of their own that waits for them. A handler must not run on a thread that
 /// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
