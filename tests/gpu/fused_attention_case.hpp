@@ -38,6 +38,7 @@ struct sizes {
   bool learns = true;  // with `modified`: its inputs want gradients (without, a GPU sums dQ with atomics)
   std::optional<attn::key_band> band = {};  // a rule (restricted attention's), with no modification
   bool band_as_expression = false;  // the band given as an expression (grad::pair_rule)
+  bool heads_in_rows = false;  // q, k, v and out as [batch, length, heads, d] (fused_attention_in_rows)
 
   std::string str() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
@@ -47,7 +48,7 @@ struct sizes {
            (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "") +
            (modified != modification::none && !learns ? " frozen" : "") +
            (band ? " band " + std::to_string(band->first) + ".." + std::to_string(band->last) : "") +
-           (band_as_expression ? " as an expression" : "");
+           (band_as_expression ? " as an expression" : "") + (heads_in_rows ? " in rows" : "");
   }
 };
 
@@ -89,10 +90,29 @@ struct deterministic_while {
   deterministic_while& operator=(const deterministic_while&) = delete;
 };
 
-/// The output and every input's gradient (the modification's learned inputs' too; empty without).
+/// The output and every input's gradient (the modification's learned inputs' too; empty without),
+/// q, k, v and out as [batch, heads, length, d] whatever the case's layout.
 struct result {
   std::vector<double> out, d_q, d_k, d_v, d_modification;
 };
+
+/// x [batch, heads, length, width] as [batch, length, heads, width] (heads_in_rows), or back
+/// (`into_rows` false).
+template <class E>
+std::vector<E> heads_moved(const std::vector<E>& x, index_t batch, index_t heads, index_t length, index_t width,
+                           bool into_rows) {
+  std::vector<E> moved(x.size());
+  for (index_t b = 0; b < batch; ++b)
+    for (index_t h = 0; h < heads; ++h)
+      for (index_t i = 0; i < length; ++i)
+        for (index_t c = 0; c < width; ++c) {
+          const auto split = std::size_t(((b * heads + h) * length + i) * width + c);
+          const auto rows = std::size_t(((b * length + i) * heads + h) * width + c);
+          if (into_rows) moved[rows] = x[split];
+          else moved[split] = x[rows];
+        }
+  return moved;
+}
 
 template <class T, class Device>
 result run(const sizes& z, unsigned seed) {
@@ -148,30 +168,58 @@ result run(const sizes& z, unsigned seed) {
   const auto soft_cap = [](const auto& s, const auto& cap) {
     return broadcast_like(cap, s) * tanh(s / broadcast_like(cap, s));
   };
-  const auto out = [&] {
-    if constexpr (takes_rule_expressions<T>) {
-      if (z.band_as_expression)
-        return grad::fused_attention(&t, q, k, v, visible, scale, b, band_expression(z), unmodified{}, dropout,
-                                     backward);
-    }
-    return z.modified == modification::alibi
-          ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(alibi, learned), dropout,
-                                  backward)
-      : z.modified == modification::soft_cap
-          ? grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, grad::modify_scores(soft_cap, learned),
-                                  dropout, backward)
-      : z.band ? grad::fused_attention(&t, q, k, v, visible, scale, b, *z.band, unmodified{}, dropout, backward)
-               : grad::fused_attention(&t, q, k, v, visible, scale, b, every_pair{}, unmodified{}, dropout, backward);
-  }();
-  out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
-  t.replay();
-
   const auto doubles = [](const auto& x) {
     const auto host = to_host(x);
     return std::vector<double>(host.data(), host.data() + host.size());
   };
-  return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad()),
-          z.modified == modification::none || !z.learns ? std::vector<double>{} : doubles(learned.grad())};
+  // With heads_in_rows, the same numbers as [batch, length, heads · d], the heads side by side.
+  using QW = dim<"query_width">;
+  using KW = dim<"key_width">;
+  using VW = dim<"value_width">;
+  using W = dim<"output_width">;
+  const auto in_rows = [&]<class S>(const auto& split, index_t length, index_t heads, index_t width) {
+    const std::vector<T> numbers(split.data(), split.data() + split.size());
+    const auto moved = heads_moved(numbers, z.batch, heads, length, width, true);
+    tensor<T, S, cpu> rows(extents<S>(z.batch, length, heads * width));
+    std::copy(moved.begin(), moved.end(), rows.data());
+    return to_device<Device>(rows);
+  };
+  const auto split_doubles = [&](const auto& rows, index_t length, index_t heads, index_t width) {
+    return heads_moved(doubles(rows), z.batch, heads, length, width, false);
+  };
+  grad::variable<T, shape<B, Q, QW>, Device> q_rows(
+      in_rows.template operator()<shape<B, Q, QW>>(q_host, z.queries, z.heads, z.d_k), true);
+  grad::variable<T, shape<B, K, KW>, Device> k_rows(
+      in_rows.template operator()<shape<B, K, KW>>(k_host, z.keys, z.kv_heads, z.d_k), true);
+  grad::variable<T, shape<B, K, VW>, Device> v_rows(
+      in_rows.template operator()<shape<B, K, VW>>(v_host, z.keys, z.kv_heads, z.d_v), true);
+
+  const auto call = [&](const auto& rule, const auto& modify) -> result {
+    const auto learned_gradient = [&] {
+      return z.modified == modification::none || !z.learns ? std::vector<double>{} : doubles(learned.grad());
+    };
+    if (z.heads_in_rows) {
+      const auto out = grad::fused_attention_in_rows<H, W>(&t, {z.heads, z.kv_heads}, q_rows, k_rows, v_rows, visible,
+                                                           scale, b, rule, modify, dropout, backward);
+      out.accumulate(in_rows.template operator()<shape<B, Q, W>>(r_host, z.queries, z.heads, z.d_v));
+      t.replay();
+      return {split_doubles(out.value(), z.queries, z.heads, z.d_v),
+              split_doubles(q_rows.grad(), z.queries, z.heads, z.d_k),
+              split_doubles(k_rows.grad(), z.keys, z.kv_heads, z.d_k),
+              split_doubles(v_rows.grad(), z.keys, z.kv_heads, z.d_v), learned_gradient()};
+    }
+    const auto out = grad::fused_attention(&t, q, k, v, visible, scale, b, rule, modify, dropout, backward);
+    out.accumulate(to_device<Device>(r_host));  // the gradient of Σ out ⊙ r
+    t.replay();
+    return {doubles(out.value()), doubles(q.grad()), doubles(k.grad()), doubles(v.grad()), learned_gradient()};
+  };
+  if constexpr (takes_rule_expressions<T>) {
+    if (z.band_as_expression) return call(band_expression(z), unmodified{});
+  }
+  if (z.modified == modification::alibi) return call(every_pair{}, grad::modify_scores(alibi, learned));
+  if (z.modified == modification::soft_cap) return call(every_pair{}, grad::modify_scores(soft_cap, learned));
+  if (z.band) return call(*z.band, unmodified{});
+  return call(every_pair{}, unmodified{});
 }
 
 /// run_kernel's modification: none.
@@ -217,10 +265,14 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
     using E = std::remove_pointer_t<decltype(like)>;
     return static_cast<E*>(memory<Device>::allocate(std::size_t(std::max<index_t>(1, n)) * sizeof(E)));
   };
-  T* const q_d = on_device(q);
-  T* const k_d = on_device(k);
-  T* const v_d = on_device(v);
-  T* const r_d = on_device(r);
+  // With heads_in_rows, the kernels read and write [batch, length, heads, d].
+  const auto laid_out = [&](const std::vector<T>& x, index_t heads, index_t length, index_t width) {
+    return z.heads_in_rows ? heads_moved(x, z.batch, heads, length, width, true) : x;
+  };
+  T* const q_d = on_device(laid_out(q, z.heads, z.queries, z.d_k));
+  T* const k_d = on_device(laid_out(k, z.kv_heads, z.keys, z.d_k));
+  T* const v_d = on_device(laid_out(v, z.kv_heads, z.keys, z.d_v));
+  T* const r_d = on_device(laid_out(r, z.heads, z.queries, z.d_v));
   T* const bias_d = on_device(bias);
   index_t* const lengths_d = on_device(lengths);
   T* const out_d = fresh(q_d, out_size);
@@ -234,6 +286,7 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
   p.d_k = z.d_k, p.d_v = z.d_v, p.scale = 1 / std::sqrt(double(z.d_k));
   p.key_lengths = lengths_d, p.causal = z.causal, p.first_query = z.first_query;
   p.deterministic = deterministic();
+  p.heads_in_rows = z.heads_in_rows;
   if (z.dropout > 0) p.dropout = z.dropout, p.dropout_stream = random_stream(11, 123);
   const T* b = z.biased ? bias_d : nullptr;
   const bool modified = z.modified != modification::none, learning = modified && z.learns;
@@ -265,7 +318,13 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
     memory<Device>::copy_to_host(host.data(), x, host.size() * sizeof(host[0]));
     return std::vector<double>(host.begin(), host.end());
   };
-  result got{doubles(out_d, out_size), doubles(d_q_d, q_size), doubles(d_k_d, k_size), doubles(d_v_d, v_size),
+  const auto split = [&](const std::vector<double>& x, index_t heads, index_t length, index_t width) {
+    return z.heads_in_rows ? heads_moved(x, z.batch, heads, length, width, false) : x;
+  };
+  result got{split(doubles(out_d, out_size), z.heads, z.queries, z.d_v),
+             split(doubles(d_q_d, q_size), z.heads, z.queries, z.d_k),
+             split(doubles(d_k_d, k_size), z.kv_heads, z.keys, z.d_k),
+             split(doubles(d_v_d, v_size), z.kv_heads, z.keys, z.d_v),
              learning ? doubles(d_learned_d, z.heads) : std::vector<double>{}};
   for (void* x : {static_cast<void*>(q_d), static_cast<void*>(k_d), static_cast<void*>(v_d), static_cast<void*>(r_d),
                   static_cast<void*>(bias_d), static_cast<void*>(lengths_d), static_cast<void*>(out_d),
@@ -326,6 +385,22 @@ inline std::vector<sizes> cases() {
                  .causal = true, .band = attn::key_band{-70, 0}, .band_as_expression = true});
   all.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .queries = 70, .keys = 300, .d_k = 128, .d_v = 128,
                  .first_query = 150, .biased = true, .band = attn::key_band{-10, 3}, .band_as_expression = true});
+  // The heads side by side in each row (fused_attention_in_rows): every kernel's addressing.
+  for (index_t d : {32, 64, 128})
+    all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = d, .d_v = d,
+                   .causal = true, .padded = true, .heads_in_rows = true});
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 4, .queries = 17, .keys = 17, .d_k = 64, .d_v = 64,
+                 .heads_in_rows = true});
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 1, .queries = 70, .keys = 95, .d_k = 64, .d_v = 32,
+                 .causal = true, .first_query = 25, .biased = true, .heads_in_rows = true});
+  all.push_back({.batch = 3, .heads = 2, .kv_heads = 2, .queries = 65, .keys = 67, .d_k = 40, .d_v = 24,
+                 .padded = true, .biased = true, .heads_in_rows = true});
+  all.push_back({.batch = 2, .heads = 2, .kv_heads = 2, .queries = 33, .keys = 40, .d_k = 33, .d_v = 20,
+                 .heads_in_rows = true});  // odd widths: no 16-byte copies
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = 64, .d_v = 64,
+                 .causal = true, .padded = true, .biased = true, .dropout = 0.2, .heads_in_rows = true});
+  all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = 64, .d_v = 64,
+                 .causal = true, .padded = true, .modified = modification::alibi, .heads_in_rows = true});
   return all;
 }
 

@@ -49,13 +49,13 @@ __device__ inline T infinity() {
   return std::numeric_limits<T>::infinity();
 }
 
-/// Loads `count` rows of width d from rows `first` … of x into shared s[tile][D] (zeros past them),
-/// widened to the accumulator type A.
+/// Loads `count` rows of width d from rows `first` … of a head's rows (x.start, x.stride) of
+/// `from` into shared s[tile][D] (zeros past them), widened to the accumulator type A.
 template <int D, class A, class T>
-__device__ inline void stage(A (*s)[D], const T* x, index_t first, index_t count, index_t d) {
+__device__ inline void stage(A (*s)[D], const T* from, head_rows x, index_t first, index_t count, index_t d) {
   for (int e = threadIdx.x; e < tile<A, D> * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
-    s[r][c] = r < count && c < d ? A(x[(first + r) * d + c]) : A(0);
+    s[r][c] = r < count && c < d ? A(from[x.start + (first + r) * x.stride + c]) : A(0);
   }
 }
 
@@ -75,7 +75,7 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
 
   A query[D], acc[D];
   for (int c = 0; c < D; ++c) {
-    query[c] = row && c < p.d_k ? A(q[(at.query_row + i) * p.d_k + c]) : A(0);
+    query[c] = row && c < p.d_k ? A(q[at.q.start + i * at.q.stride + c]) : A(0);
     acc[c] = A(0);
   }
   A running_max = -infinity<A>(), running_sum = A(0);
@@ -83,8 +83,8 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   for (index_t key = block_keys.begin; key < block_keys.end; key += tile) {
     const index_t count = block_keys.end - key < tile ? block_keys.end - key : tile;
     __syncthreads();
-    stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
-    stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);
+    stage<D>(keys_tile, k, at.k, key, count, p.d_k);
+    stage<D>(values_tile, v, at.v, key, count, p.d_v);
     __syncthreads();
     if (!row) continue;
     for (index_t j = 0; j < count; ++j) {
@@ -107,24 +107,26 @@ __global__ void forward(fused_attention_problem p, const T* q, const T* k, const
   if (!row) return;
 #pragma unroll
   for (int c = 0; c < D; ++c)  // a compile-time bound keeps acc in registers
-    if (c < p.d_v) out[(at.query_row + i) * p.d_v + c] = running_sum > A(0) ? acc[c] / running_sum : A(0);
+    if (c < p.d_v) out[at.out.start + i * at.out.stride + c] = running_sum > A(0) ? acc[c] / running_sum : A(0);
   log_sum_exp[at.query_row + i] = running_sum > A(0) ? running_max + log_of(running_sum) : -infinity<A>();
 }
 
-/// D_r = Σ_c dO[r, c] · O[r, c].
+/// D_r = Σ_c dO[r, c] · O[r, c] for row r of [batch · heads · queries].
 template <class T>
-__device__ inline accumulate_t<T> row_dot(const T* d_out, const T* out, index_t r, index_t d_v) {
+__device__ inline accumulate_t<T> row_dot(const fused_attention_problem& p, const T* d_out, const T* out, index_t r) {
   using A = accumulate_t<T>;
+  const index_t start = p.out_row_start(r);
   A sum = A(0);
-  for (index_t c = 0; c < d_v; ++c) sum += A(d_out[r * d_v + c]) * A(out[r * d_v + c]);
+  for (index_t c = 0; c < p.d_v; ++c) sum += A(d_out[start + c]) * A(out[start + c]);
   return sum;
 }
 
 /// row_dot, a thread a row.
 template <class T>
-__global__ void row_dots(const T* d_out, const T* out, accumulate_t<T>* dots, index_t rows, index_t d_v) {
+__global__ void row_dots(fused_attention_problem p, const T* d_out, const T* out, accumulate_t<T>* dots,
+                         index_t rows) {
   const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows) dots[r] = row_dot(d_out, out, r, d_v);
+  if (r < rows) dots[r] = row_dot(p, d_out, out, r);
 }
 
 /// dK and dV of 64 keys of one key/value head: a thread a key, over every query that reads it.
@@ -141,11 +143,11 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   const index_t j = index_t(blockIdx.x) * key_rows + threadIdx.x;
   const index_t key_end = key_end_of(p, b);
   const bool row = j < p.keys;
-  const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys;
+  const head_rows key_head = p.k_rows(b, kv_head), value_head = p.v_rows(b, kv_head);
   A key[D], value[D], dk[D], dv[D];
   for (int c = 0; c < D; ++c) {
-    key[c] = row && c < p.d_k ? A(k[(kv_row + j) * p.d_k + c]) : A(0);
-    value[c] = row && c < p.d_v ? A(v[(kv_row + j) * p.d_v + c]) : A(0);
+    key[c] = row && c < p.d_k ? A(k[key_head.start + j * key_head.stride + c]) : A(0);
+    value[c] = row && c < p.d_v ? A(v[value_head.start + j * value_head.stride + c]) : A(0);
     dk[c] = dv[c] = A(0);
   }
   const A scale = A(p.scale);
@@ -157,8 +159,8 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
     for (index_t query = block_queries.begin; query < block_queries.end; query += tile) {
       const index_t count = block_queries.end - query < tile ? block_queries.end - query : tile;
       __syncthreads();
-      stage<D>(queries_tile, q + query_row * p.d_k, query, count, p.d_k);
-      stage<D>(d_out_tile, d_out + query_row * p.d_v, query, count, p.d_v);
+      stage<D>(queries_tile, q, p.q_rows(b, h), query, count, p.d_k);
+      stage<D>(d_out_tile, d_out, p.out_rows(b, h), query, count, p.d_v);
       for (int r = threadIdx.x; r < tile; r += blockDim.x) {
         lse_tile[r] = r < count ? log_sum_exp[query_row + query + r] : A(0);
         dots_tile[r] = r < count ? dots[query_row + query + r] : A(0);
@@ -191,8 +193,8 @@ __global__ void backward_keys(fused_attention_problem p, const T* q, const T* k,
   }
   if (!row) return;
   for (int c = 0; c < D; ++c) {
-    if (c < p.d_k) d_k[(kv_row + j) * p.d_k + c] = dk[c];
-    if (c < p.d_v) d_v[(kv_row + j) * p.d_v + c] = dv[c];
+    if (c < p.d_k) d_k[key_head.start + j * key_head.stride + c] = dk[c];
+    if (c < p.d_v) d_v[value_head.start + j * value_head.stride + c] = dv[c];
   }
 }
 
@@ -220,8 +222,8 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   const index_span block_keys = keys_seen(p, first, query_rows, key_end, rule, tile);
   A query[D], d_o[D], dq[D];
   for (int c = 0; c < D; ++c) {
-    query[c] = row && c < p.d_k ? A(q[(at.query_row + i) * p.d_k + c]) : A(0);
-    d_o[c] = row && c < p.d_v ? A(d_out[(at.query_row + i) * p.d_v + c]) : A(0);
+    query[c] = row && c < p.d_k ? A(q[at.q.start + i * at.q.stride + c]) : A(0);
+    d_o[c] = row && c < p.d_v ? A(d_out[at.out.start + i * at.out.stride + c]) : A(0);
     dq[c] = A(0);
   }
   const A lse = row ? log_sum_exp[at.query_row + i] : A(0);
@@ -232,8 +234,8 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   for (index_t key = block_keys.begin; key < block_keys.end; key += tile) {
     const index_t count = block_keys.end - key < tile ? block_keys.end - key : tile;
     __syncthreads();
-    stage<D>(keys_tile, k + at.kv_row * p.d_k, key, count, p.d_k);
-    stage<D>(values_tile, v + at.kv_row * p.d_v, key, count, p.d_v);
+    stage<D>(keys_tile, k, at.k, key, count, p.d_k);
+    stage<D>(values_tile, v, at.v, key, count, p.d_v);
     __syncthreads();
     if (!row || lse == -infinity<A>()) continue;
     for (index_t j = 0; j < count; ++j) {
@@ -276,7 +278,7 @@ __global__ void backward_queries(fused_attention_problem p, const T* q, const T*
   }
 #pragma unroll
   for (int c = 0; c < D; ++c)
-    if (c < p.d_k) d_q[(at.query_row + i) * p.d_k + c] = dq[c];
+    if (c < p.d_k) d_q[at.q.start + i * at.q.stride + c] = dq[c];
 }
 
 /// out[e] = sums[e] rounded to T, a thread an element: dQ from the float sums the tensor-core

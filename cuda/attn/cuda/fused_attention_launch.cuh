@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <attn/core.hpp>
 #include <attn/core/float16.hpp>
@@ -68,19 +69,34 @@ struct fused_attention_launch {
                                   " queries: 2^32 or more tiles of 64 queries for one key head");
   }
 
+  /// Whether the tensor-core kernels take p: they address a head's rows with 32-bit offsets
+  /// from its first, so a head's rows of q, k, v and out must span fewer than 2³¹ elements (with
+  /// the heads in rows, a sentence of 2²⁰ tokens at 16 heads of 128; split apart, `heads` times
+  /// as many). Where they do not, the CUDA-core kernels (64-bit offsets) take the call.
+  static bool tensor_cores_address(const fused_attention_problem& p) {
+    constexpr index_t most = 0x7fffffff;
+    const std::pair<index_t, index_t> heads[] = {
+        {p.queries, p.q_layout.row}, {p.queries, p.out_layout.row}, {p.keys, p.k_layout.row}, {p.keys, p.v_layout.row}};
+    for (const auto& [rows, apart] : heads)
+      if (apart > 0 && rows > most / apart) return false;
+    return true;
+  }
+
   template <class T, class Rule, class M>
-  static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
-                      accumulate_t<T>* log_sum_exp, Rule rule, const M& modification) {
+  static void forward(const fused_attention_problem& given, const T* q, const T* k, const T* v, const T* bias,
+                      T* out, accumulate_t<T>* log_sum_exp, Rule rule, const M& modification) {
     namespace kernels = fused_attention_kernels;
     namespace tensor_cores = fused_attention_tensor_cores;
-    check_problem(p, "attn::fused_attention<cuda>::forward");
+    check_problem(given, "attn::fused_attention<cuda>::forward");
+    const fused_attention_problem p = given.laid_out();
     check_grid(p, "attn::fused_attention<cuda>::forward");
     if (p.batch * p.heads * p.queries == 0) return;
     with_head_width(p, [&](auto width) {
       constexpr int D = decltype(width)::value;
       if constexpr (is_float16_storage<T>) {
         constexpr int bytes = tensor_cores::key_value_tiles_bytes<D>;
-        if (tensor_cores::enabled() && std::size_t(bytes) <= Runtime::shared_memory_limit()) {
+        if (tensor_cores::enabled() && std::size_t(bytes) <= Runtime::shared_memory_limit() &&
+            tensor_cores_address(p)) {
           const auto kernel = tensor_cores::forward<D, T, Rule, M>;
           Runtime::allow_shared_memory(kernel, bytes);
           const dim3 grid(blocks(p.queries, tensor_cores::forward_block_rows<D, M>), unsigned(p.heads),
@@ -100,13 +116,14 @@ struct fused_attention_launch {
   /// way they take a row of that many a query row (4 a row on tensor cores: a slot a lane of the
   /// row), in scratch.
   template <class T, class Rule, class M>
-  static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
+  static void backward(const fused_attention_problem& given, const T* q, const T* k, const T* v, const T* bias,
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule, const M& modification, accumulate_t<T>* d_modification) {
     namespace kernels = fused_attention_kernels;
     namespace tensor_cores = fused_attention_tensor_cores;
     using A = accumulate_t<T>;
-    check_problem(p, "attn::fused_attention<cuda>::backward");
+    check_problem(given, "attn::fused_attention<cuda>::backward");
+    const fused_attention_problem p = given.laid_out();
     check_grid(p, "attn::fused_attention<cuda>::backward");
     check_query_tiles(p, "attn::fused_attention<cuda>::backward");
     const index_t rows = p.batch * p.heads * p.queries;
@@ -127,7 +144,7 @@ struct fused_attention_launch {
       tensor_core_bytes = std::size_t(std::max(tensor_cores::backward_keys_bytes<D>, tensor_cores::key_value_tiles_bytes<D>));
       summing_bytes = std::size_t(tensor_cores::backward_keys_bytes<D, true>);
     });
-    const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() &&
+    const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() && tensor_cores_address(p) &&
                                  tensor_core_bytes <= Runtime::shared_memory_limit() &&
                                  row_bytes * tensor_cores::gradient_slots <= row_gradient_limit;
     // dQ summed by the dK/dV kernel with atomics (FlashAttention-2's backward) unless the caller
@@ -143,12 +160,12 @@ struct fused_attention_launch {
     const auto prepare_rows = [&] {
       if constexpr (is_float16_storage<T>) {
         if (on_tensor_cores) {
-          Runtime::launch(tensor_cores::row_terms<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, log_sum_exp,
-                          tensor_cores::dot_factor<M>(p.scale), dots, dots + rows, rows, p.d_v);
+          Runtime::launch(tensor_cores::row_terms<T>, dim3(blocks(rows, 256)), dim3(256), 0, p, d_out, out,
+                          log_sum_exp, tensor_cores::dot_factor<M>(p.scale), dots, dots + rows, rows);
           return;
         }
       }
-      Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, d_out, out, dots, rows, p.d_v);
+      Runtime::launch(kernels::row_dots<T>, dim3(blocks(rows, 256)), dim3(256), 0, p, d_out, out, dots, rows);
     };
     if (rows > 0) prepare_rows();
     const index_t slots = on_tensor_cores ? tensor_cores::gradient_slots : 1;
@@ -169,7 +186,7 @@ struct fused_attention_launch {
       constexpr int D = decltype(width)::value;
       if constexpr (is_float16_storage<T>) {
         if (sums_queries) {
-          // dK, dV and dQ's float sums in one kernel, then dQ rounded to T.
+          // dK, dV and dQ's float sums (laid out as dQ) in one kernel, then dQ rounded to T.
           const std::size_t elements = static_cast<std::size_t>(rows * p.d_k);
           const auto sums_owner = Runtime::scratch(elements * sizeof(float));
           float* const sums = static_cast<float*>(sums_owner.get());

@@ -126,12 +126,17 @@ __device__ inline int keys_before_row_end(const fused_attention_problem& p, inde
   return end <= key ? 0 : end - key < tile ? int(end - key) : tile;
 }
 
-/// Offsets of head h's rows and of the key/value head it reads.
+/// Where head h of sentence b finds its rows, and those of the key/value head it reads.
 struct heads_of {
-  index_t query_row;  // first row of (b, h) in [batch · heads · queries]
-  index_t kv_row;     // first row of (b, h / group) in [batch · kv_heads · keys]
+  index_t query_row;  // first row of (b, h) in [batch · heads · queries]: log_sum_exp's, the row terms'
+  head_rows q, out;   // (b, h)'s rows in q (and dQ) and out (and dO)
+  head_rows k, v;     // (b, h / group)'s in k (and dK) and v (and dV)
   __device__ heads_of(const fused_attention_problem& p, index_t b, index_t h)
-      : query_row((b * p.heads + h) * p.queries), kv_row((b * p.kv_heads + h / (p.heads / p.kv_heads)) * p.keys) {}
+      : query_row((b * p.heads + h) * p.queries),
+        q(p.q_rows(b, h)),
+        out(p.out_rows(b, h)),
+        k(p.k_rows(b, h / (p.heads / p.kv_heads))),
+        v(p.v_rows(b, h / (p.heads / p.kv_heads))) {}
 };
 
 /// scale · q·k modified (no_score_modification: unchanged).

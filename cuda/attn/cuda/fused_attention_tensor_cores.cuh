@@ -92,13 +92,16 @@ __device__ inline int fresh_thread_index() {
 #endif
 }
 
-/// Copies rows [first, first + count) of the [·, d] matrix x into s[tile_rows][stride<D>] as raw
-/// 16-bit numbers, zeros past them (rows and columns): 16 bytes at a time when `vectors`, and
+/// Copies rows [first, first + count) of x, rows d wide and row_stride apart (a head's rows:
+/// core/fused_attention.hpp's head_rows), into s[tile_rows][stride<D>] as raw 16-bit numbers,
+/// zeros past them (rows and columns): 16 bytes at a time when `vectors` (x, d and row_stride
+/// whole 16 bytes: heads of d a multiple of 8 start on 16 bytes in either layout), and
 /// those as async copies (async_copy.cuh) when `asynchronous`: the caller commits and waits. A
 /// block's threads share the copies, a thread the same columns of every (threads / chunks)-th
 /// row; every launch of these kernels has `warps` warps, which the division assumes.
 template <int D, bool asynchronous = false, class T>
-__device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_t count, index_t d, bool vectors) {
+__device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_t count, index_t d, index_t row_stride,
+                             bool vectors) {
   constexpr int chunks = D / 8, threads = warps * 32, rows_apart = threads / chunks;
   static_assert(threads % chunks == 0 && tile_rows % rows_apart == 0, "a thread's chunks: one column, whole rows");
   const int thread = fresh_thread_index();
@@ -107,10 +110,14 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
     // A whole tile of rows D wide: the thread's copies at fixed offsets from one address (the
     // general loop below spent some 45 instructions a copy on indices and checks: as many, at
     // D = 64, as the forward's softmax and products together).
-    const T* from = x + (first + first_row) * D + c;
+    // Offsets within a head's rows in 32 bits (the launcher's tensor_cores_address): with 64-bit
+    // ones the run-time stride had cost 12 instructions more a tile of keys than a constant D
+    // (sm_90 SASS), and a 64-bit product for the tile's first row and 32-bit ones within it 15.
+    const int rows_stride = int(row_stride);
+    const T* from = x + (int(first + first_row) * rows_stride + c);
     std::uint16_t* to = s + first_row * stride<D> + c;
 #pragma unroll 1
-    for (int r = 0; r < tile_rows; r += rows_apart, from += rows_apart * D, to += rows_apart * stride<D>) {
+    for (int r = 0; r < tile_rows; r += rows_apart, from += rows_apart * rows_stride, to += rows_apart * stride<D>) {
       if constexpr (asynchronous) async_copy::copy_16_bytes(to, from);
       else *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
     }
@@ -120,11 +127,13 @@ __device__ inline void stage(std::uint16_t* s, const T* x, index_t first, index_
   for (int r = first_row; r < tile_rows; r += rows_apart) {
     std::uint16_t* to = s + r * stride<D> + c;
     if (vectors && r < count && c + 8 <= d) {
-      if constexpr (asynchronous) async_copy::copy_16_bytes(to, x + (first + r) * d + c);
-      else *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(x + (first + r) * d + c);
+      const T* const from = x + (int(first + r) * int(row_stride) + c);
+      if constexpr (asynchronous) async_copy::copy_16_bytes(to, from);
+      else *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) to[k] = r < count && c + k < d ? x[(first + r) * d + c + k].bits : std::uint16_t(0);
+      for (int k = 0; k < 8; ++k)
+        to[k] = r < count && c + k < d ? x[int(first + r) * int(row_stride) + c + k].bits : std::uint16_t(0);
     }
   }
 }
@@ -282,9 +291,9 @@ __device__ inline void multiply_add_tile(float (&acc)[D / 8][4], const float (&w
 }
 
 /// Writes the lane's two rows of acc (rows[r] < row_end, times factor[r]), columns below width,
-/// into out ([·, width] from `first_row`), rounded to T.
+/// into a head's rows `at` of out, rounded to T.
 template <class T, int D>
-__device__ inline void store_rows(T* out, index_t first_row, index_t width, const float (&acc)[D / 8][4],
+__device__ inline void store_rows(T* out, head_rows at, index_t width, const float (&acc)[D / 8][4],
                                   const index_t (&rows)[2], index_t row_end, const float (&factor)[2]) {
   const int t = mma::in_group();
 #pragma unroll
@@ -295,7 +304,7 @@ __device__ inline void store_rows(T* out, index_t first_row, index_t width, cons
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const index_t column = d * 8 + 2 * t + e;
-        if (column < width) out[(first_row + rows[r]) * width + column] = T(acc[d][2 * r + e] * factor[r]);
+        if (column < width) out[at.start + rows[r] * at.stride + column] = T(acc[d][2 * r + e] * factor[r]);
       }
   }
 }
@@ -307,9 +316,9 @@ __device__ inline void store_rows(T* out, index_t first_row, index_t width, cons
 template <int D, class T>
 struct key_value_tiles {
   std::uint16_t* staged;
-  const T* k_head;
+  const T* k_head;  // the head's first row in k, and in v
   const T* v_head;
-  index_t begin, end, d_k, d_v;
+  index_t begin, end, d_k, d_v, k_stride, v_stride;
   bool k_vectors, v_vectors;
 
   static constexpr int tile = tile_rows * stride<D>;
@@ -318,8 +327,8 @@ struct key_value_tiles {
   __device__ void prefetch(index_t key) const {
     std::uint16_t* const keys = keys_of(key);
     const index_t count = end - key < tile_rows ? end - key : tile_rows;
-    stage<D, true>(keys, k_head, key, count, d_k, k_vectors);
-    stage<D, true>(keys + tile, v_head, key, count, d_v, v_vectors);
+    stage<D, true>(keys, k_head, key, count, d_k, k_stride, k_vectors);
+    stage<D, true>(keys + tile, v_head, key, count, d_v, v_stride, v_vectors);
     async_copy::commit();
   }
   /// Waits for the tile at `key` (every thread's copies, and every warp done with the tile
@@ -405,12 +414,10 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   const kernels::heads_of at(p, b, h);
   const index_t key_end = kernels::key_end_of(p, b);
   const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
-  const T* const q_head = q + at.query_row * p.d_k;
-  const T* const k_head = k + at.kv_row * p.d_k;
-  const T* const v_head = v + at.kv_row * p.d_v;
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
-  const key_value_tiles<D, T> tiles{staged, k_head, v_head, block_keys.begin, block_keys.end,
-                                    p.d_k,  p.d_v,  k_vectors, v_vectors};
+  const key_value_tiles<D, T> tiles{staged, k + at.k.start, v + at.v.start, block_keys.begin, block_keys.end,
+                                    p.d_k,  p.d_v,          at.k.stride,    at.v.stride,      k_vectors,
+                                    v_vectors};
   if (block_keys.begin < block_keys.end) tiles.prefetch(block_keys.begin);
 
   // The warp's queries, as A fragments of D / 16 column blocks, through shared memory.
@@ -419,8 +426,8 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
 #pragma unroll
   for (int part = 0; part < block_rows / tile_rows; ++part) {
     const index_t from = first + part * tile_rows;
-    stage<D>(block_queries + part * tile, q_head, from, p.queries - from < tile_rows ? p.queries - from : tile_rows,
-             p.d_k, k_vectors);
+    stage<D>(block_queries + part * tile, q + at.q.start, from,
+             p.queries - from < tile_rows ? p.queries - from : tile_rows, p.d_k, at.q.stride, k_vectors);
   }
   __syncthreads();
 #pragma unroll
@@ -489,7 +496,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     const float lse = natural ? running_max[half] + log2f(sum) * ln_2 : (running_max[half] + log2f(sum)) * ln_2;
     if (t == 0 && rows[half] < p.queries) log_sum_exp[at.query_row + rows[half]] = sum > 0 ? lse : -INFINITY;
   }
-  store_rows<T, D>(out, at.query_row, p.d_v, acc, rows, p.queries, inverse_sum);
+  store_rows<T, D>(out, at.out, p.d_v, acc, rows, p.queries, inverse_sum);
 }
 
 /// The weight P (dropped out) and the score gradient dS of a pair of query i and key j: dS by
@@ -512,11 +519,11 @@ inline float dot_factor(double scale) {
 /// nothing (lse −∞: every score −∞, a modification's or a product past float's range), so that
 /// each of its weights, 2^(s · log2 e − that), is 0 without a check a pair.
 template <class T>
-__global__ void row_terms(const T* d_out, const T* out, const float* log_sum_exp, float factor, float* dots,
-                          float* log2_sum_exp, index_t rows, index_t d_v) {
+__global__ void row_terms(fused_attention_problem p, const T* d_out, const T* out, const float* log_sum_exp,
+                          float factor, float* dots, float* log2_sum_exp, index_t rows) {
   const index_t r = index_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  dots[r] = kernels::row_dot(d_out, out, r, d_v) * factor;
+  dots[r] = kernels::row_dot(p, d_out, out, r) * factor;
   log2_sum_exp[r] = log_sum_exp[r] == -INFINITY ? INFINITY : log_sum_exp[r] * log2_e;
 }
 
@@ -629,19 +636,19 @@ __device__ inline void add_two(float* at, float x, float y, bool both, bool pair
 
 /// dQ of a query tile from backward_keys' block: the warp's 16 queries (16·warp …) of dS·K over
 /// the block's keys, dS from `d_scores` (dSᵀ, [keys][queries]) and K from `keys` ([keys][D]),
-/// added into `sums` ([·, width] from the tile's first query; rows below `count`, columns below
-/// `width`), query_gradient_columns columns at a time.
+/// added into `sums` (rows row_stride apart from the tile's first query; rows below `count`,
+/// columns below `width`), query_gradient_columns columns at a time.
 template <class T, int D>
-__device__ inline void add_query_gradients(float* sums, index_t count, index_t width, const std::uint16_t* d_scores,
-                                           const std::uint16_t* keys) {
+__device__ inline void add_query_gradients(float* sums, index_t count, index_t width, index_t row_stride,
+                                           const std::uint16_t* d_scores, const std::uint16_t* keys) {
   constexpr int SQ = stride<tile_rows>, columns = D < query_gradient_columns ? D : query_gradient_columns;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   mma::fragment_a d_score[block_rows / 16];  // dS for the warp's queries, 16 keys a fragment
 #pragma unroll
   for (int c = 0; c < block_rows / 16; ++c) mma::load_a_transposed(d_score[c], d_scores + c * 16 * SQ + warp * 16, SQ);
-  // Offsets within the tile's sums, under 64 × 128: 32-bit arithmetic.
+  // Rows within the tile, under 64: 32-bit arithmetic (their offsets, row_stride apart, 64-bit).
   const int rows[2] = {warp * 16 + g, warp * 16 + g + 8};
-  const bool pair_aligned = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(sums) % 8 == 0;
+  const bool pair_aligned = width % 2 == 0 && row_stride % 2 == 0 && reinterpret_cast<std::uintptr_t>(sums) % 8 == 0;
   // The warp's 16 rows all there and D columns wide: each pair is added at its row's address
   // plus an offset fixed when compiled, unchecked. Checked, with its address in 64 bits, a pair
   // had cost about 20 instructions (sm_90 SASS): 160 a lane for each 32 columns, against their
@@ -662,7 +669,7 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
     if (whole_rows) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float* const row = sums + rows[r] * D + first + 2 * t;
+        float* const row = sums + rows[r] * row_stride + first + 2 * t;
 #pragma unroll
         for (int d = 0; d < columns / 8; ++d) add_two(row + d * 8, dq[d][2 * r], dq[d][2 * r + 1], true, true);
       }
@@ -675,7 +682,7 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
       for (int d = 0; d < columns / 8; ++d) {
         const int column = first + d * 8 + 2 * t;
         if (column < width)
-          add_two(sums + rows[r] * int(width) + column, dq[d][2 * r], dq[d][2 * r + 1], column + 1 < width,
+          add_two(sums + rows[r] * row_stride + column, dq[d][2 * r], dq[d][2 * r + 1], column + 1 < width,
                   pair_aligned);
       }
     }
@@ -702,7 +709,7 @@ __global__ void __launch_bounds__(warps * 32)
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first_key + warp * 16 + g, first_key + warp * 16 + g + 8};  // the lane's keys
   const index_t key_end = kernels::key_end_of(p, b);
-  const index_t kv_row = (b * p.kv_heads + kv_head) * p.keys;
+  const head_rows key_head = p.k_rows(b, kv_head), value_head = p.v_rows(b, kv_head);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
@@ -726,12 +733,13 @@ __global__ void __launch_bounds__(warps * 32)
     return first_tile + index_t(by_query_tiles.remainder(step, by_query_tiles.quotient(step))) * tile_rows;
   };
   const auto stage_queries = [&](std::uint32_t step, int buffer) {
-    const index_t query_row = (b * p.heads + head_of(step)) * p.queries;
+    const index_t h = head_of(step), query_row = (b * p.heads + h) * p.queries;
     const index_t query = query_of(step);
     const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
     std::uint16_t* const to = stages + buffer * query_stage_elements<D>;
-    stage<D, true>(to, q + query_row * p.d_k, query, count, p.d_k, k_vectors);
-    stage<D, true>(to + tile, d_out + query_row * p.d_v, query, count, p.d_v, v_vectors);
+    const head_rows query_head = p.q_rows(b, h), d_out_head = p.out_rows(b, h);
+    stage<D, true>(to, q + query_head.start, query, count, p.d_k, query_head.stride, k_vectors);
+    stage<D, true>(to + tile, d_out + d_out_head.start, query, count, p.d_v, d_out_head.stride, v_vectors);
     float* const lse_tile = reinterpret_cast<float*>(to + 2 * tile);
     float* const dots_tile = lse_tile + tile_rows;
     for (int r = int(threadIdx.x); r < tile_rows; r += int(blockDim.x)) {
@@ -745,8 +753,8 @@ __global__ void __launch_bounds__(warps * 32)
   };
   if (steps > 0) {  // (a block must not leave with copies in flight)
     const index_t block_keys = p.keys - first_key < block_rows ? p.keys - first_key : block_rows;
-    stage<D, true>(keys, k + kv_row * p.d_k, first_key, block_keys, p.d_k, k_vectors);
-    stage<D, true>(values, v + kv_row * p.d_v, first_key, block_keys, p.d_v, v_vectors);
+    stage<D, true>(keys, k + key_head.start, first_key, block_keys, p.d_k, key_head.stride, k_vectors);
+    stage<D, true>(values, v + value_head.start, first_key, block_keys, p.d_v, value_head.stride, v_vectors);
     stage_queries(0, 0);
     async_copy::commit();
   }
@@ -829,13 +837,14 @@ __global__ void __launch_bounds__(warps * 32)
     multiply_add_tile<T, D>(dk, d_weights, queries);  // dK += dSᵀ·Q
     if constexpr (sums_queries) {
       __syncthreads();  // every warp's dSᵀ rows are in (the next step's barrier keeps them until read)
-      add_query_gradients<T, D>(d_q_sums + ((b * p.heads + h) * p.queries + query) * p.d_k, p.queries - query, p.d_k,
+      const head_rows sums = p.q_rows(b, h);  // laid out as dQ
+      add_query_gradients<T, D>(d_q_sums + sums.start + query * sums.stride, p.queries - query, p.d_k, sums.stride,
                                 d_scores, keys);
     }
   }
   const float unscaled[2] = {1, 1};
-  store_rows<T, D>(d_k, kv_row, p.d_k, dk, rows, p.keys, unscaled);
-  store_rows<T, D>(d_v, kv_row, p.d_v, dv, rows, p.keys, unscaled);
+  store_rows<T, D>(d_k, key_head, p.d_k, dk, rows, p.keys, unscaled);
+  store_rows<T, D>(d_v, value_head, p.d_v, dv, rows, p.keys, unscaled);
 }
 
 /// Slots of a query row's share of a modification's learned inputs' gradients: one a lane of
@@ -862,8 +871,9 @@ __global__ void __launch_bounds__(warps * 32)
   const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
-  const key_value_tiles<D, T> tiles{staged, k + at.kv_row * p.d_k, v + at.kv_row * p.d_v, block_keys.begin,
-                                    block_keys.end, p.d_k, p.d_v, k_vectors, v_vectors};
+  const key_value_tiles<D, T> tiles{staged,      k + at.k.start, v + at.v.start, block_keys.begin, block_keys.end,
+                                    p.d_k,       p.d_v,          at.k.stride,    at.v.stride,      k_vectors,
+                                    v_vectors};
   if (block_keys.begin < block_keys.end) tiles.prefetch(block_keys.begin);
 
   // The warp's queries and output gradients as A fragments, through shared memory.
@@ -871,8 +881,8 @@ __global__ void __launch_bounds__(warps * 32)
   const index_t query_count = p.queries - first < block_rows ? p.queries - first : block_rows;
   std::uint16_t* const block_queries = staged + 2 * tile;  // the second buffer, until the first prefetch
   std::uint16_t* const block_d_outs = staged + 3 * tile;
-  stage<D>(block_queries, q + at.query_row * p.d_k, first, query_count, p.d_k, k_vectors);
-  stage<D>(block_d_outs, d_out + at.query_row * p.d_v, first, query_count, p.d_v, v_vectors);
+  stage<D>(block_queries, q + at.q.start, first, query_count, p.d_k, at.q.stride, k_vectors);
+  stage<D>(block_d_outs, d_out + at.out.start, first, query_count, p.d_v, at.out.stride, v_vectors);
   __syncthreads();
 #pragma unroll
   for (int c = 0; c < D / 16; ++c) {
@@ -943,7 +953,7 @@ __global__ void __launch_bounds__(warps * 32)
         modification.add_held(score_position{{b, h, rows[r], block_keys.begin}}, sums[r], slot[r]);
   }
   const float unscaled[2] = {1, 1};
-  store_rows<T, D>(d_q, at.query_row, p.d_k, dq, rows, p.queries, unscaled);
+  store_rows<T, D>(d_q, at.q, p.d_k, dq, rows, p.queries, unscaled);
 }
 
 }  // namespace attn::cuda_backend::fused_attention_tensor_cores

@@ -17,9 +17,33 @@
 
 namespace attn {
 
+/// Where a head's rows lie in q, k, v or out (or their gradients): row i of head h of sentence b
+/// starts at element start + i · stride.
+struct head_rows {
+  index_t start, stride;
+};
+
+/// How far apart, in elements, a tensor's sentences, the heads of a sentence and the rows of a
+/// head are.
+struct head_layout {
+  index_t sentence = 0, head = 0, row = 0;
+
+  ATTN_HOST_DEVICE head_rows of(index_t b, index_t h) const { return {b * sentence + h * head, row}; }
+  /// `heads` heads of `length` rows `width` wide: [batch, heads, length, width], or, in_rows,
+  /// [batch, length, heads, width].
+  static head_layout of_heads(index_t heads, index_t length, index_t width, bool in_rows) {
+    return in_rows ? head_layout{length * heads * width, width, heads * width}
+                   : head_layout{heads * length * width, length * width, width};
+  }
+};
+
 /// The sizes and masks of one fused attention call. Tensors are row-major in Device memory:
 ///   q [batch, heads, queries, d_k]      k [batch, kv_heads, keys, d_k]    v [batch, kv_heads, keys, d_v]
 ///   out [batch, heads, queries, d_v]    log_sum_exp [batch, heads, queries]
+/// or, with heads_in_rows, q, k, v and out (and their gradients) as [batch, length, heads, d]:
+/// the model's [batch, length, heads · d] as its projections make it and its output projection
+/// reads it (paper §3.2.2's Concat), so that nothing permutes the heads around the kernels.
+/// log_sum_exp is [batch, heads, queries] either way.
 /// Query head h reads key/value head h / (heads / kv_heads) (grouped-query attention). Query i
 /// sits at position first_query + i (incremental decoding); key j of sentence b is visible to it
 /// when j < key_lengths[b] (padding at the end; null: every key), j ≤ first_query + i when
@@ -39,6 +63,33 @@ struct fused_attention_problem {
   // The backward's dQ without atomics: the same bits every run, at the cost of a second kernel
   // on a GPU's tensor cores (fused_attention_launch.cuh). The CPU's is deterministic either way.
   bool deterministic = false;
+  bool heads_in_rows = false;
+  // The layouts of q (and dQ), out (and dO), k (and dK) and v (and dV), from the sizes and
+  // heads_in_rows: set by laid_out(), which every kernel's entry point calls, so that a GPU
+  // kernel reads its strides as it reads the sizes, from its parameters.
+  head_layout q_layout{}, out_layout{}, k_layout{}, v_layout{};
+
+  /// This problem with its layouts set.
+  fused_attention_problem laid_out() const {
+    fused_attention_problem p = *this;
+    p.q_layout = head_layout::of_heads(heads, queries, d_k, heads_in_rows);
+    p.out_layout = head_layout::of_heads(heads, queries, d_v, heads_in_rows);
+    p.k_layout = head_layout::of_heads(kv_heads, keys, d_k, heads_in_rows);
+    p.v_layout = head_layout::of_heads(kv_heads, keys, d_v, heads_in_rows);
+    return p;
+  }
+  /// Head h's rows of sentence b in q, out, k or v, after laid_out(): h counts the query heads in
+  /// q and out, the key/value heads in k and v.
+  ATTN_HOST_DEVICE head_rows q_rows(index_t b, index_t h) const { return q_layout.of(b, h); }
+  ATTN_HOST_DEVICE head_rows out_rows(index_t b, index_t h) const { return out_layout.of(b, h); }
+  ATTN_HOST_DEVICE head_rows k_rows(index_t b, index_t h) const { return k_layout.of(b, h); }
+  ATTN_HOST_DEVICE head_rows v_rows(index_t b, index_t h) const { return v_layout.of(b, h); }
+  /// Where row r of log_sum_exp's [batch · heads · queries] starts in out (and dO).
+  ATTN_HOST_DEVICE index_t out_row_start(index_t r) const {
+    if (!heads_in_rows) return r * d_v;
+    const index_t b = r / (heads * queries), h = r / queries % heads;
+    return out_rows(b, h).start + r % queries * out_layout.row;
+  }
 
   /// The factor weight (b, h, i, j) is multiplied by: 0 or 1 / (1 − dropout).
   ATTN_HOST_DEVICE double kept(index_t b, index_t h, index_t i, index_t j) const {

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -55,9 +56,21 @@ struct fused_attention<cpu> {
   static constexpr index_t key_tile = 128;
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
-  static void forward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias, T* out,
+  static void forward(const fused_attention_problem& given, const T* q, const T* k, const T* v, const T* bias, T* out,
                       accumulate_t<T>* log_sum_exp, Rule rule = {}, const Modification& modification = {}) {
-    check_problem(p, "attn::fused_attention<cpu>::forward");
+    check_problem(given, "attn::fused_attention<cpu>::forward");
+    const fused_attention_problem p = given.laid_out();
+    if (p.heads_in_rows) {
+      // The tiles' products read whole rows of one head: the heads are gathered apart first.
+      const fused_attention_problem split = heads_split(p);
+      std::vector<T> split_out(std::size_t(sizes(p).out));
+      forward(split, apart(q, p.q_layout, p.batch, p.heads, p.queries, p.d_k).data(),
+              apart(k, p.k_layout, p.batch, p.kv_heads, p.keys, p.d_k).data(),
+              apart(v, p.v_layout, p.batch, p.kv_heads, p.keys, p.d_v).data(), bias, split_out.data(), log_sum_exp,
+              rule, modification);
+      together(split_out, out, p.out_layout, p.batch, p.heads, p.queries, p.d_v);
+      return;
+    }
     if constexpr (is_float16_storage<T>) {
       // 16-bit storage: the float kernel on the inputs widened once (O(n) copies), its outputs
       // rounded, which is what tensor cores do with bf16/fp16 operands and fp32 accumulation.
@@ -72,11 +85,27 @@ struct fused_attention<cpu> {
   }
 
   template <class T, class Rule = every_pair, class Modification = unmodified>
-  static void backward(const fused_attention_problem& p, const T* q, const T* k, const T* v, const T* bias,
+  static void backward(const fused_attention_problem& given, const T* q, const T* k, const T* v, const T* bias,
                        const T* out, const T* d_out, const accumulate_t<T>* log_sum_exp, T* d_q, T* d_k, T* d_v,
                        Rule rule = {}, const Modification& modification = {},
                        accumulate_t<T>* d_modification = nullptr) {
-    check_problem(p, "attn::fused_attention<cpu>::backward");
+    check_problem(given, "attn::fused_attention<cpu>::backward");
+    const fused_attention_problem p = given.laid_out();
+    if (p.heads_in_rows) {  // as the forward
+      const fused_attention_problem split = heads_split(p);
+      const sizes n(p);
+      std::vector<T> split_d_q(std::size_t(n.q)), split_d_k(std::size_t(n.k)), split_d_v(std::size_t(n.v));
+      backward(split, apart(q, p.q_layout, p.batch, p.heads, p.queries, p.d_k).data(),
+               apart(k, p.k_layout, p.batch, p.kv_heads, p.keys, p.d_k).data(),
+               apart(v, p.v_layout, p.batch, p.kv_heads, p.keys, p.d_v).data(), bias,
+               apart(out, p.out_layout, p.batch, p.heads, p.queries, p.d_v).data(),
+               apart(d_out, p.out_layout, p.batch, p.heads, p.queries, p.d_v).data(), log_sum_exp, split_d_q.data(),
+               split_d_k.data(), split_d_v.data(), rule, modification, d_modification);
+      together(split_d_q, d_q, p.q_layout, p.batch, p.heads, p.queries, p.d_k);
+      together(split_d_k, d_k, p.k_layout, p.batch, p.kv_heads, p.keys, p.d_k);
+      together(split_d_v, d_v, p.v_layout, p.batch, p.kv_heads, p.keys, p.d_v);
+      return;
+    }
     if constexpr (is_float16_storage<T>) {  // as the forward: in float, the gradients rounded
       const sizes n(p);
       std::vector<float> wide_d_q(std::size_t(n.q)), wide_d_k(std::size_t(n.k)), wide_d_v(std::size_t(n.v));
@@ -295,6 +324,41 @@ struct fused_attention<cpu> {
           bias(p.batch * p.queries * p.keys),
           out(p.batch * p.heads * p.queries * p.d_v) {}
   };
+  static fused_attention_problem heads_split(fused_attention_problem p) {
+    p.heads_in_rows = false;
+    return p;
+  }
+  /// x, laid out as `layout` says (heads_in_rows: [batch, length, heads, width]), as [batch,
+  /// heads, length, width].
+  template <class T>
+  static std::vector<T> apart(const T* x, head_layout layout, index_t batch, index_t heads, index_t length,
+                              index_t width) {
+    std::vector<T> split(std::size_t(batch * heads * length * width));
+    each_head_row(layout, batch, heads, length, width, [&](index_t from, index_t to) {
+      std::copy_n(x + from, width, split.begin() + std::ptrdiff_t(to));
+    });
+    return split;
+  }
+  /// The inverse of apart: [batch, heads, length, width] into x, laid out as `layout` says.
+  template <class T>
+  static void together(const std::vector<T>& split, T* x, head_layout layout, index_t batch, index_t heads,
+                       index_t length, index_t width) {
+    each_head_row(layout, batch, heads, length, width, [&](index_t at, index_t from) {
+      std::copy_n(split.begin() + std::ptrdiff_t(from), width, x + at);
+    });
+  }
+  /// f(where a row starts as `layout` says, where it starts in [batch, heads, length, width]) for
+  /// every row.
+  template <class F>
+  static void each_head_row(head_layout layout, index_t batch, index_t heads, index_t length, index_t width, F&& f) {
+    cpu_backend::parallel_for(batch * heads, 1, 16, [&](index_t begin, index_t end) {
+      for (index_t bh = begin; bh < end; ++bh) {
+        const head_rows rows = layout.of(bh / heads, bh % heads);
+        for (index_t i = 0; i < length; ++i) f(rows.start + i * rows.stride, (bh * length + i) * width);
+      }
+    });
+  }
+
   template <class T>
   static std::vector<float> widen(const T* x, index_t n) {
     return cpu_backend::conversions::widened(x, n);

@@ -222,39 +222,23 @@ auto over_pairs(const F& allowed, index_t positions, index_t keys, accumulate_t<
                  broadcast<pairs>(iota<T, K, Device>(keys), one_sentence));
 }
 
-/// softmax over the visible keys of scale · q·kᵀ, modified (grad::modify_scores) when a
-/// modification is given, + bias (an additive mask [B, Q, K] shared by the heads), times v:
-/// q [B, H, Q, DK], k [B, G, K, DK], v [B, G, K, DV] with G key/value heads shared by H / G query
-/// heads each, and `dropout` on the weights; `backward` says whether the gradients must be the
-/// same bits every run. Returns [B, H, Q, DV].
-template <class T, class B, class H, class Q, class G, class K, class DK, class DV, class Device,
-          class Rule = every_pair, class Modification = unmodified>
-variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<T, shape<B, H, Q, DK>, Device>& q,
-                                                        const variable<T, shape<B, G, K, DK>, Device>& k,
-                                                        const variable<T, shape<B, G, K, DV>, Device>& v,
-                                                        const key_visibility<B, Device>& visible,
-                                                        std::type_identity_t<accumulate_t<T>> scale,
-                                                        std::type_identity_t<const tensor<T, shape<B, Q, K>, Device>*> bias = nullptr,
-                                                        Rule rule = {}, const Modification& modification = {},
-                                                        weight_dropout dropout = {},
-                                                        fused_backward backward = fused_backward::fastest) {
-  static_assert(!H::is_static || !G::is_static || H::extent % G::extent == 0,
-                "attn::grad::fused_attention: the query heads must be a multiple of the key/value heads");
-  check_common_extents("attn::grad::fused_attention", q.extents(), k.extents());
-  check_common_extents("attn::grad::fused_attention", k.extents(), v.extents());
-  if (visible.key_lengths) check_common_extents("attn::grad::fused_attention", visible.key_lengths->extents(), q.extents());
-  if (bias) {
-    check_common_extents("attn::grad::fused_attention", bias->extents(), q.extents());
-    check_common_extents("attn::grad::fused_attention", bias->extents(), k.extents());
-  }
-  fused_attention_problem p;
-  p.batch = q.extents().template extent<B>();
-  p.heads = q.extents().template extent<H>();
-  p.kv_heads = k.extents().template extent<G>();
-  p.queries = q.extents().template extent<Q>();
-  p.keys = k.extents().template extent<K>();
-  p.d_k = q.extents().template extent<DK>();
-  p.d_v = v.extents().template extent<DV>();
+namespace detail {
+
+/// The rows of the forward's log-sum-exp, [batch · heads · queries], whatever the layout.
+using fused_rows = dim<"fused_attention_rows">;
+
+/// grad::fused_attention and fused_attention_in_rows once `p` holds the sizes and the layout
+/// of q, k and v: the output of `out_extents` (p's layout) and its backward, the modification
+/// evaluated over scores of `scores`' sizes ([batch, heads, queries, keys]).
+template <class T, class OS, class SS, class QS, class KS, class VS, class B, class Q, class K, class Device,
+          class Rule, class Modification>
+variable<T, OS, Device> fused_attention_of(tape* t, fused_attention_problem p, const extents<OS>& out_extents,
+                                           const extents<SS>& scores, const variable<T, QS, Device>& q,
+                                           const variable<T, KS, Device>& k, const variable<T, VS, Device>& v,
+                                           const key_visibility<B, Device>& visible, accumulate_t<T> scale,
+                                           const tensor<T, shape<B, Q, K>, Device>* bias, Rule rule,
+                                           const Modification& modification, weight_dropout dropout,
+                                           fused_backward backward) {
   p.scale = double(scale);
   p.key_lengths = visible.key_lengths ? visible.key_lengths->data() : nullptr;
   p.causal = visible.causal;
@@ -279,21 +263,17 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
                        std::to_string(p.heads) + " query heads cannot share " + std::to_string(p.kv_heads) +
                            " key/value heads");
 
-  using out_shape = shape<B, H, Q, DV>;
-  using score_shape = shape<B, H, Q, K>;
-  const auto scores = gather_extents<score_shape>(q.extents(), k.extents());
   const auto recorded = [&] {
     if constexpr (std::is_same_v<Modification, unmodified>) return recording(t, q, k, v);
     else return std::apply([&](const auto&... x) { return recording(t, q, k, v, x...); }, modification.inputs);
   }();
-  variable<T, out_shape, Device> out(
-      tensor<T, out_shape, Device>(gather_extents<out_shape>(q.extents(), v.extents()), uninitialized), recorded);
-  using row_shape = shape<B, H, Q>;
+  variable<T, OS, Device> out(tensor<T, OS, Device>(out_extents, uninitialized), recorded);
+  using row_shape = shape<fused_rows>;
   using A = accumulate_t<T>;  // the rows' log-sum-exp: float for 16-bit q, k, v
-  tensor<A, row_shape, Device> log_sum_exp(gather_extents<row_shape>(q.extents()), uninitialized);
+  tensor<A, row_shape, Device> log_sum_exp(extents<row_shape>(p.batch * p.heads * p.queries), uninitialized);
   attn::fused_attention<Device>::forward(p, q.value().data(), k.value().data(), v.value().data(),
                                          bias ? bias->data() : nullptr, out.value().data(), log_sum_exp.data(), rule,
-                                         detail::evaluate_modification<T, score_shape, Device>(modification, scores, false));
+                                         evaluate_modification<T, SS, Device>(modification, scores, false));
   if (out.requires_grad()) {
     t->record([q, k, v, out, p, rule, modification, scores,
                lse = std::make_shared<tensor<A, row_shape, Device>>(std::move(log_sum_exp)),
@@ -302,14 +282,14 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
                bias_copy = bias ? std::make_shared<tensor<T, shape<B, Q, K>, Device>>(*bias) : nullptr]() mutable {
       if (!out.has_grad()) return;
       p.key_lengths = lengths ? lengths->data() : nullptr;  // the tape's own copy: the caller's may be gone
-      tensor<T, shape<B, H, Q, DK>, Device> d_q(q.extents(), uninitialized);
-      tensor<T, shape<B, G, K, DK>, Device> d_k(k.extents(), uninitialized);
-      tensor<T, shape<B, G, K, DV>, Device> d_v(v.extents(), uninitialized);
-      const auto evaluated = detail::evaluate_modification<T, score_shape, Device>(modification, scores, true);
+      tensor<T, QS, Device> d_q(q.extents(), uninitialized);
+      tensor<T, KS, Device> d_k(k.extents(), uninitialized);
+      tensor<T, VS, Device> d_v(v.extents(), uninitialized);
+      const auto evaluated = evaluate_modification<T, SS, Device>(modification, scores, true);
       // The learned inputs' gradients, one after another, in the device's memory.
       index_t inputs = 0;
       if constexpr (!std::is_same_v<Modification, unmodified>) inputs = evaluated.gradient_size();
-      using numbers = shape<detail::modification_gradients>;
+      using numbers = shape<modification_gradients>;
       tensor<A, numbers, Device> d_inputs(extents<numbers>(inputs), uninitialized);
       attn::fused_attention<Device>::backward(p, q.value().data(), k.value().data(), v.value().data(),
                                               bias_copy ? bias_copy->data() : nullptr, out.value().data(),
@@ -319,10 +299,133 @@ variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<
       if (k.requires_grad()) k.accumulate(std::move(d_k));
       if (v.requires_grad()) v.accumulate(std::move(d_v));
       if constexpr (!std::is_same_v<Modification, unmodified>)
-        detail::accumulate_modification_inputs(modification, evaluated, to_host(d_inputs).data());
+        accumulate_modification_inputs(modification, evaluated, to_host(d_inputs).data());
     });
   }
   return out;
+}
+
+/// The masks' extents against the queries' and the keys' (shared by both layouts).
+template <class B, class Q, class K, class T, class QS, class KS, class Device>
+void check_masks(const extents<QS>& q, const extents<KS>& k, const key_visibility<B, Device>& visible,
+                 const tensor<T, shape<B, Q, K>, Device>* bias) {
+  if (visible.key_lengths) check_common_extents("attn::grad::fused_attention", visible.key_lengths->extents(), q);
+  if (bias) {
+    check_common_extents("attn::grad::fused_attention", bias->extents(), q);
+    check_common_extents("attn::grad::fused_attention", bias->extents(), k);
+  }
+}
+
+}  // namespace detail
+
+/// softmax over the visible keys of scale · q·kᵀ, modified (grad::modify_scores) when a
+/// modification is given, + bias (an additive mask [B, Q, K] shared by the heads), times v:
+/// q [B, H, Q, DK], k [B, G, K, DK], v [B, G, K, DV] with G key/value heads shared by H / G query
+/// heads each, and `dropout` on the weights; `backward` says whether the gradients must be the
+/// same bits every run. Returns [B, H, Q, DV].
+template <class T, class B, class H, class Q, class G, class K, class DK, class DV, class Device,
+          class Rule = every_pair, class Modification = unmodified>
+variable<T, shape<B, H, Q, DV>, Device> fused_attention(tape* t, const variable<T, shape<B, H, Q, DK>, Device>& q,
+                                                        const variable<T, shape<B, G, K, DK>, Device>& k,
+                                                        const variable<T, shape<B, G, K, DV>, Device>& v,
+                                                        const key_visibility<B, Device>& visible,
+                                                        std::type_identity_t<accumulate_t<T>> scale,
+                                                        std::type_identity_t<const tensor<T, shape<B, Q, K>, Device>*> bias = nullptr,
+                                                        Rule rule = {}, const Modification& modification = {},
+                                                        weight_dropout dropout = {},
+                                                        fused_backward backward = fused_backward::fastest) {
+  static_assert(!H::is_static || !G::is_static || H::extent % G::extent == 0,
+                "attn::grad::fused_attention: the query heads must be a multiple of the key/value heads");
+  check_common_extents("attn::grad::fused_attention", q.extents(), k.extents());
+  check_common_extents("attn::grad::fused_attention", k.extents(), v.extents());
+  detail::check_masks(q.extents(), k.extents(), visible, bias);
+  fused_attention_problem p;
+  p.batch = q.extents().template extent<B>();
+  p.heads = q.extents().template extent<H>();
+  p.kv_heads = k.extents().template extent<G>();
+  p.queries = q.extents().template extent<Q>();
+  p.keys = k.extents().template extent<K>();
+  p.d_k = q.extents().template extent<DK>();
+  p.d_v = v.extents().template extent<DV>();
+  using out_shape = shape<B, H, Q, DV>;
+  return detail::fused_attention_of(t, p, gather_extents<out_shape>(q.extents(), v.extents()),
+                                    gather_extents<shape<B, H, Q, K>>(q.extents(), k.extents()), q, k, v, visible,
+                                    scale, bias, rule, modification, dropout, backward);
+}
+
+/// How many query heads and key/value heads a layer's rows hold (fused_attention_in_rows).
+struct row_heads {
+  index_t heads, kv_heads;
+};
+
+namespace detail {
+/// Keys, or K where Keys is void.
+template <class Keys, class K>
+using named_or = std::conditional_t<std::is_void_v<Keys>, K, Keys>;
+}  // namespace detail
+
+/// fused_attention over the heads as the model's projections lay them out, side by side in each
+/// row (paper §3.2.2): q [B, Q, QW] with QW = H·d_k, k [B, K, KW] with KW = G·d_k, v [B, K, VW]
+/// with VW = G·d_v, for `counts` of H query and G key/value heads; returns [B, Q, W], W = H·d_v,
+/// the heads' outputs concatenated as the output projection reads them. The same numbers as
+/// fused_attention on the heads split apart, without the permutes there and back (8 copies of
+/// an attention's activations and gradients). H names the heads' axis of the scores a
+/// modification sees, [B, H, Q, Keys], and Keys their keys' axis and the bias's (K when void:
+/// nn's masks and modifications name it `keys` whatever the memory's length is called).
+template <class H, class W, class Keys = void, class T, class B, class Q, class QW, class K, class KW, class VW,
+          class Device, class Rule = every_pair, class Modification = unmodified>
+variable<T, shape<B, Q, W>, Device> fused_attention_in_rows(
+    tape* t, row_heads counts, const variable<T, shape<B, Q, QW>, Device>& q,
+    const variable<T, shape<B, K, KW>, Device>& k, const variable<T, shape<B, K, VW>, Device>& v,
+    const key_visibility<B, Device>& visible, std::type_identity_t<accumulate_t<T>> scale,
+    std::type_identity_t<const tensor<T, shape<B, Q, detail::named_or<Keys, K>>, Device>*> bias = nullptr,
+    Rule rule = {},
+    const Modification& modification = {}, weight_dropout dropout = {},
+    fused_backward backward = fused_backward::fastest) {
+  using key_axis = detail::named_or<Keys, K>;
+  static_assert(!K::is_static || !key_axis::is_static || K::extent == key_axis::extent,
+                "attn::grad::fused_attention_in_rows: the keys' axis has another extent than the keys'");
+  // Q and K may be one dimension of two extents (a memory named as the queries' length): the
+  // batch alone is theirs to share.
+  if (q.extents().template extent<B>() != k.extents().template extent<B>())
+    throw extent_error("attn::grad::fused_attention_in_rows", "batch", q.extents().template extent<B>(),
+                       k.extents().template extent<B>());
+  check_common_extents("attn::grad::fused_attention_in_rows", k.extents(), v.extents());
+  const auto keys =
+      extents<shape<B, key_axis>>::from_array({k.extents().template extent<B>(), k.extents().template extent<K>()});
+  detail::check_masks(q.extents(), keys, visible, bias);
+  const auto widths = [&](index_t width, index_t heads, const char* name) {
+    if (heads <= 0 || width % heads != 0)
+      throw extent_error("attn::grad::fused_attention_in_rows", name,
+                         std::to_string(width) + " columns do not split into " + std::to_string(heads) + " heads");
+    return width / heads;
+  };
+  fused_attention_problem p;
+  p.heads_in_rows = true;
+  p.batch = q.extents().template extent<B>();
+  p.heads = counts.heads;
+  p.kv_heads = counts.kv_heads;
+  p.queries = q.extents().template extent<Q>();
+  p.keys = k.extents().template extent<K>();
+  p.d_k = widths(q.extents().template extent<QW>(), p.heads, "queries' width");
+  const index_t key_width = widths(k.extents().template extent<KW>(), p.kv_heads, "keys' width");
+  if (key_width != p.d_k)
+    throw extent_error("attn::grad::fused_attention_in_rows", "keys' width",
+                       std::to_string(k.extents().template extent<KW>()) + " columns make " +
+                           std::to_string(p.kv_heads) + " key heads of " + std::to_string(key_width) +
+                           ", not of the queries' " + std::to_string(p.d_k));
+  p.d_v = widths(v.extents().template extent<VW>(), p.kv_heads, "values' width");
+  if (H::is_static && H::extent != p.heads)
+    throw extent_error("attn::grad::fused_attention_in_rows", "heads",
+                       std::to_string(p.heads) + " heads, but their axis holds " + std::to_string(H::extent));
+  if (W::is_static && W::extent != p.heads * p.d_v)
+    throw extent_error("attn::grad::fused_attention_in_rows", "output width",
+                       std::to_string(p.heads) + " heads of " + std::to_string(p.d_v) + " columns, not " +
+                           std::to_string(W::extent));
+  const auto out = extents<shape<B, Q, W>>::from_array({p.batch, p.queries, p.heads * p.d_v});
+  const auto scores = extents<shape<B, H, Q, key_axis>>::from_array({p.batch, p.heads, p.queries, p.keys});
+  return detail::fused_attention_of(t, p, out, scores, q, k, v, visible, scale, bias, rule, modification, dropout,
+                                    backward);
 }
 
 }  // namespace attn::grad

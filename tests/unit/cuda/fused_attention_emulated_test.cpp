@@ -95,7 +95,9 @@ void compare(double tolerance, bool tensor_cores) {
   for (const auto& z : fused_case::cases()) {
     ++seed;
     if ((tensor_cores && z.queries >= 1000) || z.queries > longest || !fused_case::runs<T>(z)) continue;
-    const auto want = run_case<T, attn::cpu>(z, seed);
+    auto split = z;  // the CPU's numbers with the heads apart: the GPU's heads in rows against them
+    split.heads_in_rows = false;
+    const auto want = run_case<T, attn::cpu>(split, seed);
     const auto got = run_case<T, emulated::gpu>(z, seed);
     const char* parts[] = {"out", "d_q", "d_k", "d_v", "d_modification"};
     using part = std::vector<double> fused_case::result::*;
@@ -151,7 +153,9 @@ TEST_CASE("fused attention's GPU kernels on the emulator: float16 on tensor core
     const auto summed = run_case<T, emulated::gpu>(z, seed);
     const fused_case::deterministic_while exact(true);
     const auto separate = run_case<T, emulated::gpu>(z, seed);
-    const auto want = run_case<T, attn::cpu>(z, seed);
+    auto split = z;  // the CPU's numbers with the heads apart: the GPU's heads in rows against them
+    split.heads_in_rows = false;
+    const auto want = run_case<T, attn::cpu>(split, seed);
     INFO(z.str());
     CHECK(fused_case::relative(separate.d_q, want.d_q) < std::ldexp(1.0, -10));
     CHECK(fused_case::relative(separate.d_modification, want.d_modification) < 10 * std::ldexp(1.0, -10));
@@ -276,7 +280,7 @@ TEST_CASE("fused attention's tensor-core key walk puts its first tile in the fir
   std::vector<std::uint16_t> buffers(4 * tiles::tile);  // [2][keys, values][tile]
   std::uint16_t* const staged = buffers.data();
   for (const index_t begin : {0, 64, 192}) {
-    const tiles walk{staged, nullptr, nullptr, begin, begin + 4 * 64, 64, 64, true, true};
+    const tiles walk{staged, nullptr, nullptr, begin, begin + 4 * 64, 64, 64, 64, 64, true, true};
     CHECK(walk.keys_of(begin) == staged);
     CHECK(walk.keys_of(begin + 64) == staged + 2 * tiles::tile);
     CHECK(walk.keys_of(begin + 128) == staged);
@@ -437,6 +441,24 @@ TEST_CASE("fused attention's GPU launches refuse more sentences or heads than a 
                              log_sum_exp.data(), out.data(), out.data(), out.data()),
                          doctest::Contains("split the batch"), std::invalid_argument);
   }
+}
+
+TEST_CASE("fused attention's GPU launches leave a head whose rows span 2^31 elements to the CUDA-core kernels") {
+  // The tensor-core kernels address a head's rows in 32 bits; the CUDA-core ones in 64.
+  using launch = attn::cuda_backend::fused_attention_launch<attn::cuda_emulator::runtime>;
+  attn::fused_attention_problem p;
+  p.batch = 1, p.heads = 16, p.kv_heads = 16, p.d_k = 128, p.d_v = 128, p.scale = 1, p.heads_in_rows = true;
+  p.queries = p.keys = (index_t{1} << 20) - 1;  // rows 2048 elements apart: just under 2³¹
+  CHECK(launch::tensor_cores_address(p.laid_out()));
+  p.queries = index_t{1} << 20;
+  CHECK_FALSE(launch::tensor_cores_address(p.laid_out()));
+  p.heads_in_rows = false;  // the same heads apart: rows 128 elements apart
+  CHECK(launch::tensor_cores_address(p.laid_out()));
+  p.keys = index_t{1} << 24;
+  CHECK_FALSE(launch::tensor_cores_address(p.laid_out()));
+  p.keys = (index_t{1} << 24) - 1;
+  p.d_v = 129;  // the values' rows wider than the keys'
+  CHECK_FALSE(launch::tensor_cores_address(p.laid_out()));
 }
 
 TEST_CASE("fused attention's GPU backward refuses 2^32 query tiles for one key head, which dK/dV counts in 32 bits") {

@@ -404,4 +404,93 @@ TEST_CASE("grad::fused_attention drops the weights grad::dropout drops, from the
   CHECK(test::relative_error(undropped.value().data(), expected[0]) > 0.1);
 }
 
+TEST_CASE("grad::fused_attention_in_rows gives fused_attention's numbers on the heads split apart, and passes "
+          "gradient checks") {
+  // Widths of the heads side by side: 4 query heads and 2 key/value heads of d_k 3, d_v 2.
+  using QW = dim<"query_width", 12>;
+  using KW = dim<"key_width", 6>;
+  using VW = dim<"value_width", 4>;
+  using W = dim<"output_width", 8>;
+  auto q = random_input<shape<B, L, QW>>(3, 130);  // across a 128-query tile's edge
+  auto k = random_input<shape<B, K, KW>>(3, 131);
+  auto v = random_input<shape<B, K, VW>>(3, 131);
+  auto slopes = random_input<shape<H>>();
+  tensor<index_t, shape<B>> lengths(3);
+  lengths(0) = 131, lengths(1) = 30, lengths(2) = 129;
+  tensor<double, shape<B, L, W>> r(3, 130);
+  test::fill_random(r);
+  const double scale = 0.6;
+  const grad::key_visibility<B, cpu> visible{&lengths, true, 1};
+
+  const auto values = [](const auto& x) { return std::vector<double>(x.data(), x.data() + x.size()); };
+  const auto run = [&](bool in_rows) {
+    q.clear_grad();
+    k.clear_grad();
+    v.clear_grad();
+    slopes.clear_grad();
+    random_stream stream(7, 1000);
+    const grad::weight_dropout dropout{0.2, &stream};
+    grad::tape t;
+    const auto modification = grad::modify_scores(alibi_bias, slopes);
+    auto out = [&] {
+      if (in_rows)
+        return grad::fused_attention_in_rows<H, W>(&t, {4, 2}, q, k, v, visible, scale, nullptr, every_pair{},
+                                                   modification, dropout);
+      auto split = grad::fused_attention(&t, grad::split_heads<H, DK, L>(&t, q), grad::split_heads<G, DK, K>(&t, k),
+                                         grad::split_heads<G, DV, K>(&t, v), visible, scale, nullptr, every_pair{},
+                                         modification, dropout);
+      return grad::merge_heads<W>(&t, split);
+    }();
+    grad::backward(t, test::weighted_sum(&t, out, r));
+    return std::vector{values(out.value()), values(q.grad()), values(k.grad()), values(v.grad()),
+                       values(slopes.grad())};
+  };
+  const auto expected = run(false);
+  const auto got = run(true);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);  // out, d_q, d_k, d_v, d_slopes: the same kernel on the same numbers
+    CHECK(got[i] == expected[i]);
+  }
+
+  auto small_q = random_input<shape<B, L, QW>>(2, 5);
+  auto small_k = random_input<shape<B, K, KW>>(2, 7);
+  auto small_v = random_input<shape<B, K, VW>>(2, 7);
+  tensor<index_t, shape<B>> small_lengths(2);
+  small_lengths(0) = 7, small_lengths(1) = 4;
+  tensor<double, shape<B, L, W>> small_r(2, 5);
+  test::fill_random(small_r);
+  const auto loss_of = [&](grad::tape* t) {
+    return test::weighted_sum(t,
+                              grad::fused_attention_in_rows<H, W>(t, {4, 2}, small_q, small_k, small_v,
+                                                                  {&small_lengths, true, 2}, 0.7, nullptr,
+                                                                  within_two{}),
+                              small_r);
+  };
+  const auto report = check_gradients(loss_of, {target("q", small_q), target("k", small_k), target("v", small_v)});
+  INFO(report.where);
+  CHECK(report.worst < 1e-7);
+}
+
+TEST_CASE("grad::fused_attention_in_rows refuses widths that do not split into the heads") {
+  using QW = dim<"query_width">;
+  using KW = dim<"key_width">;
+  using W = dim<"output_width">;
+  const auto q = random_input<shape<B, L, QW>>(1, 3, 12);
+  const auto k = random_input<shape<B, K, KW>>(1, 4, 6);
+  const auto odd = random_input<shape<B, K, KW>>(1, 4, 7);
+  const auto wide = random_input<shape<B, K, KW>>(1, 4, 8);
+  const auto three_heads = random_input<shape<B, K, KW>>(1, 4, 9);
+  const auto values = random_input<shape<B, K, dim<"value_width">>>(1, 4, 4);
+  const auto attend = [&](const auto& keys, const auto& values, index_t heads, index_t kv_heads) {
+    return grad::fused_attention_in_rows<H, W>(nullptr, {heads, kv_heads}, q, keys, values, {}, 0.5);
+  };
+  CHECK_NOTHROW(attend(k, k, 4, 2));
+  CHECK_THROWS_WITH_AS(attend(odd, odd, 4, 2), doctest::Contains("7 columns do not split into 2 heads"), extent_error);
+  CHECK_THROWS_WITH_AS(attend(wide, values, 4, 2),
+                       doctest::Contains("8 columns make 2 key heads of 4, not of the queries' 3"), extent_error);
+  CHECK_THROWS_WITH_AS(attend(three_heads, three_heads, 4, 3), doctest::Contains("4 query heads cannot share 3"),
+                       extent_error);
+  CHECK_THROWS_WITH_AS(attend(k, k, 2, 1), doctest::Contains("2 heads, but their axis holds 4"), extent_error);
+}
+
 }  // namespace
