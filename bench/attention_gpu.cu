@@ -50,7 +50,8 @@ struct options {
   index_t cuda_cores_max = index_t(1) << 40;  // 16-bit types: the CUDA-core kernels up to this length
   int repeat = 10;
   bool alibi = false;
-  index_t window = 0;  // 0: no band
+  bool heads_in_rows = false;  // also the tensor-core kernels on [batch, n, heads, d]
+  index_t window = 0;          // 0: no band
 };
 
 options parse(int argc, char** argv) {
@@ -68,8 +69,14 @@ options parse(int argc, char** argv) {
           "                      the tensor-core ones at every length)\n"
           "  --repeat N          timed runs, after 2 warm-up runs (default 10)\n"
           "  --alibi             also ALiBi with learned slopes, fused\n"
+          "  --heads-in-rows     bf16: also the tensor-core kernels on q, k, v as [batch, n, heads, d] (the\n"
+          "                      model's rows, as nn's fused path hands them over)\n"
           "  --window W          also a band of keys within W positions of each query (restricted attention), fused");
       std::exit(0);
+    }
+    if (flag == "--heads-in-rows") {
+      o.heads_in_rows = true;
+      continue;
     }
     if (flag == "--alibi") {
       o.alibi = true;
@@ -131,10 +138,12 @@ void print(const measurement& m) {
   std::fflush(stdout);
 }
 
-/// The fused kernels, called as grad::fused_attention calls them.
+/// The fused kernels, called as grad::fused_attention calls them (grad::fused_attention_in_rows
+/// when in_rows).
 template <class T, class Rule = every_pair>
 measurement fused(const std::string& type, index_t batch, index_t heads, index_t n, index_t d, bool causal,
-                  int repeat, const std::string& path = "fused", Rule rule = {}, bool deterministic = false) {
+                  int repeat, const std::string& path = "fused", Rule rule = {}, bool deterministic = false,
+                  bool in_rows = false) {
   const std::size_t size = static_cast<std::size_t>(batch * heads * n * d);
   T* q = upload(random_host<T>(size, 1));
   T* k = upload(random_host<T>(size, 2));
@@ -151,6 +160,7 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
   p.scale = 1 / std::sqrt(double(d));
   p.causal = causal;
   p.deterministic = deterministic;
+  p.heads_in_rows = in_rows;
   const T* const no_bias = nullptr;
   measurement m{path, type, n, batch, heads, d, causal, 0, 0};
   m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse, rule); });
@@ -270,6 +280,9 @@ void lengths(const options& o, const std::string& type) {
           if (on_tensor_cores)
             print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
                            "fused" + cores + " deterministic", every_pair{}, true));
+          if (on_tensor_cores && o.heads_in_rows)
+            print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
+                           "fused" + cores + " heads in rows", every_pair{}, false, true));
           if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi" + cores));
           if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));
         }

@@ -166,6 +166,7 @@ def attn_side(args):
     command = [str(args.attention_gpu), "--lengths", ",".join(map(str, args.lengths)), "--types",
                ",".join(args.types), "--tokens", str(args.tokens), "--unfused-max", str(args.unfused_max),
                "--cuda-cores-max", str(args.cuda_cores_max), "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else []) + \
+              (["--heads-in-rows"] if args.heads_in_rows else []) + \
               (["--window", str(args.window)] if args.window else [])
     records = []
     # Line by line as they come, so that a run stopped part-way still leaves its measurements.
@@ -218,6 +219,8 @@ def main():
     p.add_argument("--repeat", type=int, default=10, help="timed runs after two warm-up runs")
     p.add_argument("--skip-attn", action="store_true", help="PyTorch's side only")
     p.add_argument("--alibi", action="store_true", help="also ALiBi with learned slopes on each side")
+    p.add_argument("--heads-in-rows", action="store_true",
+                   help="also attn's tensor-core kernels on [batch, n, heads, d], as nn's fused path hands them over")
     p.add_argument("--window", type=int, default=0,
                    help="also restricted attention's band, keys within this many positions, on each side")
     p.add_argument("--json", type=Path, help="write every measurement here")
