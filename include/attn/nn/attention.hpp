@@ -93,6 +93,22 @@ struct multi_head_attention {
       const context& ctx, const grad::variable<A, shape<B, Q, d_model>, Device>& x,
       const grad::variable<A, shape<B, K, d_model>, Device>& memory,
       const attention_mask<A, B, Q, Device>& mask) const {
+    if constexpr (fuses_in_rows<B, Q>) {
+      const index_t queries = x.extents().template extent<Q>(), key_count = memory.extents().template extent<K>();
+      detail::check_mask(mask, x.extents().template extent<B>(), queries, key_count);
+      if (detail::takes_fused_path<true, Variant, scores<B, Q>, Device>(variant, ctx, queries, key_count)) {
+        // The fused kernel reads the heads where the projections leave them, side by side in each
+        // row, and writes them there for W^O: no permutes (grad::fused_attention_in_rows).
+        const auto k = key(ctx, memory);
+        const auto v = value(ctx, memory);
+        const auto q = query(ctx, x);
+        return output(ctx, detail::fused_variant_attention<heads>(
+                               variant, ctx, mask, 0, d_k::extent, weight_dropout, [&](const auto&... arguments) {
+                                 return grad::fused_attention_in_rows<heads, typename C::value_width, keys>(
+                                     ctx.tape, {heads::extent, kv_heads::extent}, q, k, v, arguments...);
+                               }));
+      }
+    }
     auto [k, v] = keys_and_values(ctx, memory);
     return attend(ctx, x, k, v, mask);
   }
@@ -101,6 +117,20 @@ struct multi_head_attention {
   using key_heads = grad::variable<A, shape<B, kv_heads, keys, d_k>, Device>;
   template <class B>
   using value_heads = grad::variable<A, shape<B, kv_heads, keys, d_v>, Device>;
+  template <class B, class Q>
+  using query_heads = grad::variable<A, shape<B, heads, Q, d_k>, Device>;
+  template <class B, class Q>
+  using scores = tensor<A, shape<B, heads, Q, keys>, Device>;
+
+  /// Whether operator() may hand the projections' rows to the fused kernel as they are: a
+  /// dot-product variant that does not choose its own attention, on a device with the kernel
+  /// (whether it does, detail::takes_fused_path says a call at a time).
+  template <class B, class Q>
+  static constexpr bool fuses_in_rows =
+      fused_attention<Device>::available &&
+      !detail::attends_itself<Variant, query_heads<B, Q>, key_heads<B>, value_heads<B>,
+                              attention_mask<A, B, Q, Device>> &&
+      detail::scores_by_product<Variant, kv_heads, query_heads<B, Q>, key_heads<B>>;
 
   /// memory [B, K, d_model] projected to the heads' keys and values. Incremental decoding keeps
   /// them: the encoder's once per sentence, the decoder's one position at a time.

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "../expr/iota.hpp"
 #include "../grad/heads.hpp"
@@ -196,15 +197,147 @@ V make_variant(random_stream& init, attention_kind kind, const variant_spec& spe
     return V{};
 }
 
+namespace detail {
+
+/// The mask's sizes against the attention's.
+template <class A, class B, class Q, class Device>
+void check_mask(const attention_mask<A, B, Q, Device>& mask, index_t sentences, index_t queries, index_t keys) {
+  if (mask.sentences() != sentences || mask.queries() != queries || mask.key_count() != keys)
+    throw extent_error("attn::nn::variant_attention", "mask",
+                       "a mask of " + std::to_string(mask.sentences()) + " sentences, " +
+                           std::to_string(mask.queries()) + " queries and " + std::to_string(mask.key_count()) +
+                           " keys for " + std::to_string(sentences) + ", " + std::to_string(queries) + " and " +
+                           std::to_string(keys));
+}
+
+/// The scale of variant V's scores for heads d_k wide: 1/√d_k (§3.2.1) unless V says otherwise.
+/// In float for 16-bit activations: 1/√d_k is rarely a 16-bit number.
+template <class V, class A>
+accumulate_t<A> scale_of(index_t d_k) {
+  using C = accumulate_t<A>;
+  if constexpr (requires { V::template scale<C>(d_k); }) return V::template scale<C>(d_k);
+  else return C(1) / std::sqrt(C(d_k));
+}
+
+/// The mask [batch, queries, keys] with the variant's rule folded in, where the rule applies and
+/// V has one as an expression: the unfused path's, and the fused one's when the rule reads more
+/// than a pair's coordinates.
+template <class V, class A, class B, class Q, class Device>
+std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled_mask(const V& variant,
+                                                               const attention_mask<A, B, Q, Device>& mask,
+                                                               index_t first_query) {
+  if constexpr (has_mask_rule<V>) {
+    if (applies(variant))
+      return tensor<A, shape<B, Q, keys>, Device>(where(
+          variant.allowed(index_along<Q>(mask.bias(), accumulate_t<A>(first_query)), index_along<keys>(mask.bias())),
+          mask.bias(), masked<A>));
+  }
+  return std::nullopt;
+}
+
+/// Whether variant V computes attention itself (one_of: choosing a variant at run time) from
+/// queries Qv, keys Kv, values Vv and mask M.
+template <class V, class Qv, class Kv, class Vv, class M>
+inline constexpr bool attends_itself =
+    requires(const V& variant, const context& ctx, const Qv& q, const Kv& k, const Vv& v, const M& mask) {
+      variant.attend(ctx, q, k, v, mask, attention_kind{}, index_t{}, double{});
+    };
+
+/// Whether variant V scores queries of type Qv against keys of type Kv with Q·Kᵀ (the dot-product
+/// family, which the fused kernel computes) rather than a score function of its own.
+template <class V, class G, class Qv, class Kv>
+inline constexpr bool scores_by_product = !requires(const V& v, const context& ctx, const Kv& k) {
+  v.score(ctx, group_heads<G>(ctx.tape, std::declval<const Qv&>()), k);
+};
+
+/// Whether variant V's attention over `queries` queries and `keys` keys takes the device's fused
+/// kernel: it can compute it (Product: a dot product, modified or not, with nobody asking for
+/// the weights) and, unless the context asks for a path, the keys are many enough for it to pay
+/// (fused_attention<Device>::automatic_from_keys and automatic_from_queries,
+/// automatic_modified_from_keys for a modified variant; docs/fused-attention.md). Throws where
+/// the context asks for the fused path and it cannot be taken. S: the scores' tensor type.
+template <bool Product, class V, class S, class Device>
+bool takes_fused_path(const V& variant, const context& ctx, index_t queries, index_t keys) {
+  using inputs_type = decltype(modification_inputs(variant, ctx));
+  const bool modifies = can_modify<V, S, inputs_type> && applies(variant);
+  const char* unfusable = !fused_attention<Device>::available ? "the device has no fused attention kernel"
+                          : !Product                          ? "the variant scores with a function of its own"
+                          : ctx.attention != nullptr          ? "the attention weights are being recorded"
+                          : modifies && !fused_attention<Device>::modifies_scores
+                              ? "the device's kernel does not evaluate score modifications yet"
+                              : nullptr;
+  if (ctx.path == attention_path::fused && unfusable)
+    throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
+  const bool worth_it = modifies ? keys >= fused_attention<Device>::automatic_modified_from_keys
+                                 : keys >= fused_attention<Device>::automatic_from_keys &&
+                                       queries >= fused_attention<Device>::automatic_from_queries;
+  return !unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it));
+}
+
+/// Variant V's attention by the fused kernel: call(visible, scale, bias, rule, modification,
+/// dropout, backward), the arguments grad::fused_attention takes after q, k and v, with the
+/// variant's. The mask's key counts and causality say what each query sees, the variant's rule
+/// (its kernel form, else its expression a pair at a time) which pairs it allows, with a bias
+/// only where they cannot (a rule that reads more than a pair's coordinates folded in, padding
+/// between tokens); the kernel skips the key tiles they hide entirely (after the diagonal when
+/// causal, past a sentence's end, outside restricted attention's band) and applies the
+/// modification a score at a time. The kernel's positions count from 0 here (the mask's causal
+/// positions count from its first query, as its bias's do), so first_query is the rule's to add:
+/// kernel_rule folds it into the band, the pair rule into its query positions, and
+/// key_visibility must not add it again. H names the scores' heads (S: [B, H, Q, keys]).
+template <class H, class V, class A, class B, class Q, class Device, class Call>
+auto fused_variant_attention(const V& variant, const context& ctx, const attention_mask<A, B, Q, Device>& mask,
+                             index_t first_query, index_t d_k, double weight_dropout, const Call& call) {
+  using S = tensor<A, shape<B, H, Q, keys>, Device>;
+  using inputs_type = decltype(modification_inputs(variant, ctx));
+  const bool rules = applies(variant);
+  const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
+  const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
+  const auto backward = ctx.deterministic ? grad::fused_backward::deterministic : grad::fused_backward::fastest;
+  const auto scale = scale_of<V, A>(d_k);
+  const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {
+    if constexpr (can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
+      if (rules) {
+        const V* policy = &variant;  // outlives the tape: the variant is a module's member
+        return std::apply(
+            [&](const auto&... in) {
+              return call(visible, scale, bias, rule,
+                          grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
+                            return policy->modify(s, first_query, x...);
+                          }, in...),
+                          on_weights, backward);
+            },
+            modification_inputs(variant, ctx));
+      }
+    }
+    return call(visible, scale, bias, rule, unmodified{}, on_weights, backward);
+  };
+  const auto* mask_bias = mask.kernel_form() ? nullptr : &mask.bias();
+  if constexpr (has_kernel_rule<V>) {
+    if (rules) return fused(variant.kernel_rule(first_query), mask_bias);
+  } else if constexpr (has_mask_rule<V>) {
+    // A rule with no kernel form, asked a pair at a time over one sentence's pairs, where the
+    // kernel's position i (from 0, as above) is the rule's first_query + i.
+    const auto allowed = grad::over_pairs<A, B, Q, keys, Device>(
+        [&](const auto& query, const auto& key) { return variant.allowed(query, key); }, mask.queries(),
+        mask.key_count(), accumulate_t<A>(first_query));
+    if constexpr (computed_from<std::remove_cvref_t<decltype(allowed)>, Q, keys>) {
+      if (rules) return fused(grad::pair_rule{allowed}, mask_bias);
+    }
+  }
+  const auto ruled = ruled_mask(variant, mask, first_query);  // a rule that reads more than the pair's coordinates
+  return fused(every_pair{}, ruled ? &*ruled : mask_bias);
+}
+
+}  // namespace detail
+
 /// softmax(score(Q, K) · scale + modification + mask) V with the variant's rules (eq. (1) for
 /// the paper's): q [B, H, Q, d_k], k [B, G, keys, d_k], v [B, G, keys, d_v] with G key/value
 /// heads, under `mask` (nn/masks.hpp: which keys each query sees), dropout with probability weight_dropout on the weights
 /// when the context carries a random stream (the paper has none there). Returns [B, H, Q, d_v].
-/// By the device's fused kernel (grad/fused_attention.hpp) when the variant is a dot product (its
-/// score modification, if any, evaluated inside the kernel), the keys are many
-/// (fused_attention<Device>::automatic_from_keys and automatic_from_queries,
-/// automatic_modified_from_keys for a modified variant) and the context does not ask otherwise
-/// (context::path); else by products and a softmax.
+/// By the device's fused kernel (grad/fused_attention.hpp, detail::fused_variant_attention) when
+/// detail::takes_fused_path says so (the variant's score modification, if any, evaluated inside
+/// the kernel), else by products and a softmax.
 template <class V, class A, class B, class H, class Q, class G, class DK, class DV, class Device>
 grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     const V& variant, const context& ctx, const grad::variable<A, shape<B, H, Q, DK>, Device>& q,
@@ -214,108 +347,29 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
   static_assert(!requires { variant.attend(ctx, q, k, v, mask, kind, first_query); } ||
                     requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); },
                 "attn::nn: a variant's attend(ctx, q, k, v, mask, kind, first_query) takes weight_dropout last");
-  if (mask.sentences() != q.extents().template extent<B>() || mask.queries() != q.extents().template extent<Q>() ||
-      mask.key_count() != k.extents().template extent<keys>())
-    throw extent_error("attn::nn::variant_attention", "mask",
-                       "a mask of " + std::to_string(mask.sentences()) + " sentences, " +
-                           std::to_string(mask.queries()) + " queries and " + std::to_string(mask.key_count()) +
-                           " keys for " + std::to_string(q.extents().template extent<B>()) + ", " +
-                           std::to_string(q.extents().template extent<Q>()) + " and " +
-                           std::to_string(k.extents().template extent<keys>()));
+  const index_t queries = q.extents().template extent<Q>(), key_count = k.extents().template extent<keys>();
+  detail::check_mask(mask, q.extents().template extent<B>(), queries, key_count);
   if constexpr (requires { variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout); }) {
     return variant.attend(ctx, q, k, v, mask, kind, first_query, weight_dropout);  // chooses at run time
   } else {
     const index_t d_k = q.extents().template extent<DK>();
-    using C = accumulate_t<A>;  // scalars in float for 16-bit activations: 1/√d_k is rarely a 16-bit number
-    C scale = C(1) / std::sqrt(C(d_k));
-    if constexpr (requires { V::template scale<C>(d_k); }) scale = V::template scale<C>(d_k);
+    using C = accumulate_t<A>;
+    C scale = detail::scale_of<V, A>(d_k);
     static_assert(detail::kernel_rule_has_expression<V>,
                   "attn::nn: a variant with a kernel_rule must give the same rule as allowed(query, key) too, "
                   "for the unfused path");
     const bool rules = detail::applies(variant);
-    // The mask with the variant's rule folded in, [batch, queries, keys]: the unfused path's, and
-    // the fused one's when the rule reads more than a pair's coordinates.
-    std::optional<tensor<A, shape<B, Q, keys>, Device>> ruled;
-    const auto fold_rule = [&] {
-      if constexpr (detail::has_mask_rule<V>) {
-        if (rules)
-          ruled.emplace(where(variant.allowed(index_along<Q>(mask.bias(), accumulate_t<A>(first_query)),
-                                              index_along<keys>(mask.bias())),
-                              mask.bias(), masked<A>));
-      }
-    };
     using S = tensor<A, shape<B, H, Q, keys>, Device>;
-    using inputs_type = decltype(detail::modification_inputs(variant, ctx));
-    const bool modifies = detail::can_modify<V, S, inputs_type> && rules;
-
-    // The tiled kernel when it can compute this attention (a dot product, modified or not, with
-    // nobody asking for the weights) and, unless asked for, when the keys are many enough for it
-    // to pay (docs/fused-attention.md).
-    using grouped_queries = decltype(detail::group_heads<G>(ctx.tape, q));
-    constexpr bool dot_product_family = !requires(const grouped_queries& gq) { variant.score(ctx, gq, k); };
-    const char* unfusable = !fused_attention<Device>::available ? "the device has no fused attention kernel"
-                            : !dot_product_family               ? "the variant scores with a function of its own"
-                            : ctx.attention != nullptr          ? "the attention weights are being recorded"
-                            : modifies && !fused_attention<Device>::modifies_scores
-                                ? "the device's kernel does not evaluate score modifications yet"
-                                : nullptr;
-    if (ctx.path == attention_path::fused && unfusable)
-      throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
-    if constexpr (fused_attention<Device>::available && dot_product_family) {
-      const bool worth_it =
-          modifies ? k.extents().template extent<keys>() >= fused_attention<Device>::automatic_modified_from_keys
-                   : k.extents().template extent<keys>() >= fused_attention<Device>::automatic_from_keys &&
-                         q.extents().template extent<Q>() >= fused_attention<Device>::automatic_from_queries;
-      if (!unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it))) {
-        // The mask's key counts and causality say what each query sees, the variant's rule
-        // (its kernel form, else its expression a pair at a time) which pairs it allows, with a
-        // bias only where they cannot (a rule that reads more than a pair's coordinates folded
-        // in, padding between tokens); the kernel skips the key tiles they hide entirely (after
-        // the diagonal when causal, past a sentence's end, outside restricted attention's band)
-        // and applies the modification a score at a time. The kernel's positions count from 0
-        // here (the mask's causal positions count from its first query, as its bias's do), so
-        // first_query is the rule's to add: kernel_rule folds it into the band, the pair rule
-        // into its query positions, and key_visibility must not add it again.
-        const grad::key_visibility<B, Device> visible{mask.key_lengths(), mask.causal(), 0};
-        const grad::weight_dropout on_weights{weight_dropout, ctx.dropout};
-        const auto backward = ctx.deterministic ? grad::fused_backward::deterministic : grad::fused_backward::fastest;
-        const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {
-          if constexpr (detail::can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
-            if (modifies) {
-              const V* policy = &variant;  // outlives the tape: the variant is a module's member
-              return std::apply(
-                  [&](const auto&... in) {
-                    return grad::fused_attention(
-                        ctx.tape, q, k, v, visible, scale, bias, rule,
-                        grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
-                          return policy->modify(s, first_query, x...);
-                        }, in...),
-                        on_weights, backward);
-                  },
-                  detail::modification_inputs(variant, ctx));
-            }
-          }
-          return grad::fused_attention(ctx.tape, q, k, v, visible, scale, bias, rule, unmodified{}, on_weights,
-                                       backward);
-        };
-        const auto* mask_bias = mask.kernel_form() ? nullptr : &mask.bias();
-        if constexpr (detail::has_kernel_rule<V>) {
-          if (rules) return fused(variant.kernel_rule(first_query), mask_bias);
-        } else if constexpr (detail::has_mask_rule<V>) {
-          // A rule with no kernel form, asked a pair at a time over one sentence's pairs, where
-          // the kernel's position i (from 0, as above) is the rule's first_query + i.
-          const auto allowed = grad::over_pairs<A, B, Q, keys, Device>(
-              [&](const auto& query, const auto& key) { return variant.allowed(query, key); },
-              q.extents().template extent<Q>(), k.extents().template extent<keys>(), accumulate_t<A>(first_query));
-          if constexpr (computed_from<std::remove_cvref_t<decltype(allowed)>, Q, keys>) {
-            if (rules) return fused(grad::pair_rule{allowed}, mask_bias);
-          }
-        }
-        fold_rule();  // a rule that reads more than the pair's coordinates
-        return fused(every_pair{}, ruled ? &*ruled : mask_bias);
-      }
+    constexpr bool product = detail::scores_by_product<V, G, std::remove_cvref_t<decltype(q)>,
+                                                       std::remove_cvref_t<decltype(k)>>;
+    if (detail::takes_fused_path<product, V, S, Device>(variant, ctx, queries, key_count)) {
+      if constexpr (fused_attention<Device>::available && product)
+        return detail::fused_variant_attention<H>(variant, ctx, mask, first_query, d_k, weight_dropout,
+                                                  [&](const auto&... arguments) {
+                                                    return grad::fused_attention(ctx.tape, q, k, v, arguments...);
+                                                  });
     }
-    fold_rule();
+    const auto ruled = detail::ruled_mask(variant, mask, first_query);
 
     auto grouped = detail::group_heads<G>(ctx.tape, q);
     auto scores = [&] {
@@ -328,6 +382,7 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
                   "attn::nn: a variant's score(ctx, q, k) must give scores [batch, heads, queries, keys] of the "
                   "activation type");
 
+    using inputs_type = decltype(detail::modification_inputs(variant, ctx));
     if constexpr (detail::can_modify<V, S, inputs_type>) {
       if (rules) {  // the inputs (a parameter's cast, a constant's copy) only when they are read
         const auto inputs = detail::modification_inputs(variant, ctx);

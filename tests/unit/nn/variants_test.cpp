@@ -422,6 +422,60 @@ TEST_CASE_TEMPLATE("variants: a model with each variant passes gradient checks t
   CHECK(report.worst < 1e-6);
 }
 
+TEST_CASE_TEMPLATE("variants: multi-head attention gives the fused kernel its projections' rows, with the numbers of "
+                   "its heads split apart and fewer recorded steps",
+                   C, test::micro, test::micro_unscaled, test::micro_restricted, test::micro_mqa, test::micro_alibi) {
+  using d_model = typename C::d_model;
+  const auto source = test::tokens<nn::src>(2, 5, {3, 4, 5, 2, 6, 7, 8, 2, 0, 0});
+  const auto target = test::tokens<nn::tgt>(2, 4, {1, 3, 4, 5, 1, 6, 7, 0});
+  const auto causal = nn::causal_mask<double, nn::tgt>(target, 0);
+  const auto cross = nn::padding_mask<double, nn::tgt>(source, 4, 0);
+  auto x = test::random_input<shape<batch, tgt, d_model>>(2, 4);
+  auto memory = test::random_input<shape<batch, nn::src, d_model>>(2, 5);
+  const auto r = test::random_like(x);
+  for (const auto kind : {nn::attention_kind::decoder_self, nn::attention_kind::encoder_decoder}) {
+    INFO("kind ", int(kind));
+    random_stream init(3);
+    nn::multi_head_attention<double, C, cpu> attention(init, kind,
+                                                       nn::variant_spec::parse(nn::defaults<C>().attention));
+    grad::parameter_list<double> list;
+    attention.collect(list);
+    const bool self = kind == nn::attention_kind::decoder_self;
+    // In rows (operator()), or split into heads and merged again (keys_and_values and attend).
+    const auto run = [&](bool in_rows, nn::attention_path path) {
+      list.zero_grad();
+      x.clear_grad();
+      memory.clear_grad();
+      grad::tape t;
+      const nn::context ctx{&t, nullptr, nullptr, path};
+      const auto out = [&] {
+        if (self) {
+          if (in_rows) return attention(ctx, x, x, causal);
+          const auto [k, v] = attention.keys_and_values(ctx, x);
+          return attention.attend(ctx, x, k, v, causal);
+        }
+        if (in_rows) return attention(ctx, x, memory, cross);
+        const auto [k, v] = attention.keys_and_values(ctx, memory);
+        return attention.attend(ctx, x, k, v, cross);
+      }();
+      const std::size_t steps = t.size();
+      grad::backward(t, test::weighted_sum(&t, out, r));
+      std::vector<double> all(out.value().data(), out.value().data() + out.value().size());
+      for (const auto& p : list.refs()) all.insert(all.end(), p.grad, p.grad + p.size);
+      all.insert(all.end(), x.grad().data(), x.grad().data() + x.grad().size());
+      if (!self) all.insert(all.end(), memory.grad().data(), memory.grad().data() + memory.grad().size());
+      return std::pair{all, steps};
+    };
+    const auto [rows, rows_steps] = run(true, nn::attention_path::fused);
+    const auto [split, split_steps] = run(false, nn::attention_path::fused);
+    CHECK(rows == split);  // the same kernel on the same numbers
+    CHECK(rows_steps + 4 == split_steps);  // no split of q, k and v, no merge of the heads
+    const auto [unfused, unfused_steps] = run(true, nn::attention_path::unfused);
+    CHECK(test::relative_error(rows.data(), unfused) < 1e-12);
+    CHECK(unfused_steps > rows_steps);
+  }
+}
+
 TEST_CASE("variants: the multi-query model's key and value projections are one head wide") {
   nn::transformer<double, test::micro_mqa> model(11);
   nn::transformer<double, test::micro> paper(11);
