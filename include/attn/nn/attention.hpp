@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -93,24 +94,42 @@ struct multi_head_attention {
       const context& ctx, const grad::variable<A, shape<B, Q, d_model>, Device>& x,
       const grad::variable<A, shape<B, K, d_model>, Device>& memory,
       const attention_mask<A, B, Q, Device>& mask) const {
-    if constexpr (fuses_in_rows<B, Q>) {
-      const index_t queries = x.extents().template extent<Q>(), key_count = memory.extents().template extent<K>();
-      detail::check_mask(mask, x.extents().template extent<B>(), queries, key_count);
-      if (detail::takes_fused_path<true, Variant, scores<B, Q>, Device>(variant, ctx, queries, key_count)) {
-        // The fused kernel reads the heads where the projections leave them, side by side in each
-        // row, and writes them there for W^O: no permutes (grad::fused_attention_in_rows).
-        const auto k = key(ctx, memory);
-        const auto v = value(ctx, memory);
-        const auto q = query(ctx, x);
-        return output(ctx, detail::fused_variant_attention<heads>(
-                               variant, ctx, mask, 0, d_k::extent, weight_dropout, [&](const auto&... arguments) {
-                                 return grad::fused_attention_in_rows<heads, typename C::value_width, keys>(
-                                     ctx.tape, {heads::extent, kv_heads::extent}, q, k, v, arguments...);
-                               }));
-      }
-    }
+    if (auto in_rows = attend_in_rows(ctx, x, memory, mask)) return std::move(*in_rows);
     auto [k, v] = keys_and_values(ctx, memory);
     return attend(ctx, x, k, v, mask);
+  }
+
+  /// operator() by the fused kernel on the projections' rows, where the variant (one_of's
+  /// chosen one) takes the fused path (detail::takes_fused_path); nothing where it does not. The
+  /// kernel reads the heads where the projections leave them, side by side in each row, and
+  /// writes them there for W^O: no split of Q, K and V, no merge of the heads
+  /// (grad::fused_attention_in_rows).
+  template <class B, class Q, class K>
+  std::optional<grad::variable<A, shape<B, Q, d_model>, Device>> attend_in_rows(
+      const context& ctx, const grad::variable<A, shape<B, Q, d_model>, Device>& x,
+      const grad::variable<A, shape<B, K, d_model>, Device>& memory,
+      const attention_mask<A, B, Q, Device>& mask) const {
+    const auto with = [&]([[maybe_unused]] const auto& chosen)
+        -> std::optional<grad::variable<A, shape<B, Q, d_model>, Device>> {
+      using V = std::remove_cvref_t<decltype(chosen)>;
+      if constexpr (fuses_in_rows<V, B, Q>) {
+        const index_t queries = x.extents().template extent<Q>(), key_count = memory.extents().template extent<K>();
+        detail::check_mask(mask, x.extents().template extent<B>(), queries, key_count);
+        if (detail::takes_fused_path<true, V, scores<B, Q>, Device>(chosen, ctx, queries, key_count)) {
+          const auto k = key(ctx, memory);
+          const auto v = value(ctx, memory);
+          const auto q = query(ctx, x);
+          return output(ctx, detail::fused_variant_attention<heads>(
+                                 chosen, ctx, mask, 0, d_k::extent, weight_dropout, [&](const auto&... arguments) {
+                                   return grad::fused_attention_in_rows<heads, typename C::value_width, keys>(
+                                       ctx.tape, {heads::extent, kv_heads::extent}, q, k, v, arguments...);
+                                 }));
+        }
+      }
+      return std::nullopt;
+    };
+    if constexpr (requires { variant.visit(with); }) return variant.visit(with);
+    else return with(variant);
   }
 
   template <class B>
@@ -122,15 +141,15 @@ struct multi_head_attention {
   template <class B, class Q>
   using scores = tensor<A, shape<B, heads, Q, keys>, Device>;
 
-  /// Whether operator() may hand the projections' rows to the fused kernel as they are: a
-  /// dot-product variant that does not choose its own attention, on a device with the kernel
-  /// (whether it does, detail::takes_fused_path says a call at a time).
-  template <class B, class Q>
+  /// Whether operator() may hand the projections' rows to the fused kernel as they are under
+  /// variant V: a dot-product variant that does not choose its own attention (one_of's chosen one
+  /// is asked instead), on a device with the kernel (whether it does, detail::takes_fused_path
+  /// says a call at a time).
+  template <class V, class B, class Q>
   static constexpr bool fuses_in_rows =
       fused_attention<Device>::available &&
-      !detail::attends_itself<Variant, query_heads<B, Q>, key_heads<B>, value_heads<B>,
-                              attention_mask<A, B, Q, Device>> &&
-      detail::scores_by_product<Variant, kv_heads, query_heads<B, Q>, key_heads<B>>;
+      !detail::attends_itself<V, query_heads<B, Q>, key_heads<B>, value_heads<B>, attention_mask<A, B, Q, Device>> &&
+      detail::scores_by_product<V, kv_heads, query_heads<B, Q>, key_heads<B>>;
 
   /// memory [B, K, d_model] projected to the heads' keys and values. Incremental decoding keeps
   /// them: the encoder's once per sentence, the decoder's one position at a time.

@@ -274,6 +274,19 @@ bool takes_fused_path(const V& variant, const context& ctx, index_t queries, ind
   return !unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it));
 }
 
+/// Variant V's score modification for queries from position first_query, as grad::modify_scores
+/// takes it: one type for every call of V, so that the kernels are compiled once for it whichever
+/// route calls them (a lambda there would be a type of each caller's).
+template <class V>
+struct modification_of {
+  const V* policy;  // outlives the tape: the variant is a module's member
+  index_t first_query;
+  template <class S, class... X>
+  auto operator()(const S& s, const X&... x) const {
+    return policy->modify(s, first_query, x...);
+  }
+};
+
 /// Variant V's attention by the fused kernel: call(visible, scale, bias, rule, modification,
 /// dropout, backward), the arguments grad::fused_attention takes after q, k and v, with the
 /// variant's. The mask's key counts and causality say what each query sees, the variant's rule
@@ -298,14 +311,11 @@ auto fused_variant_attention(const V& variant, const context& ctx, const attenti
   const auto fused = [&](const auto& rule, const tensor<A, shape<B, Q, keys>, Device>* bias) {
     if constexpr (can_modify<V, S, inputs_type> && fused_attention<Device>::modifies_scores) {
       if (rules) {
-        const V* policy = &variant;  // outlives the tape: the variant is a module's member
         return std::apply(
             [&](const auto&... in) {
               return call(visible, scale, bias, rule,
-                          grad::modify_scores([policy, first_query](const auto& s, const auto&... x) {
-                            return policy->modify(s, first_query, x...);
-                          }, in...),
-                          on_weights, backward);
+                          grad::modify_scores(modification_of<V>{&variant, first_query}, in...), on_weights,
+                          backward);
             },
             modification_inputs(variant, ctx));
       }

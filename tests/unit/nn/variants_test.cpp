@@ -422,9 +422,13 @@ TEST_CASE_TEMPLATE("variants: a model with each variant passes gradient checks t
   CHECK(report.worst < 1e-6);
 }
 
-TEST_CASE_TEMPLATE("variants: multi-head attention gives the fused kernel its projections' rows, with the numbers of "
-                   "its heads split apart and fewer recorded steps",
-                   C, test::micro, test::micro_unscaled, test::micro_restricted, test::micro_mqa, test::micro_alibi) {
+/// Multi-head attention of configuration C (its variant from `spec`, C's by default) on its
+/// projections' rows (operator()) against its heads split apart and merged again
+/// (keys_and_values and attend), on the fused path, and against the unfused path: outputs and
+/// every gradient, self- and cross-attention. `in_rows`: whether operator() takes the rows (four
+/// recorded steps fewer: no split of q, k and v, no merge of the heads).
+template <class C>
+void check_attention_in_rows(const std::string& spec, bool in_rows) {
   using d_model = typename C::d_model;
   const auto source = test::tokens<nn::src>(2, 5, {3, 4, 5, 2, 6, 7, 8, 2, 0, 0});
   const auto target = test::tokens<nn::tgt>(2, 4, {1, 3, 4, 5, 1, 6, 7, 0});
@@ -434,15 +438,13 @@ TEST_CASE_TEMPLATE("variants: multi-head attention gives the fused kernel its pr
   auto memory = test::random_input<shape<batch, nn::src, d_model>>(2, 5);
   const auto r = test::random_like(x);
   for (const auto kind : {nn::attention_kind::decoder_self, nn::attention_kind::encoder_decoder}) {
-    INFO("kind ", int(kind));
+    INFO("kind ", int(kind), ", variant '", spec, "'");
     random_stream init(3);
-    nn::multi_head_attention<double, C, cpu> attention(init, kind,
-                                                       nn::variant_spec::parse(nn::defaults<C>().attention));
+    nn::multi_head_attention<double, C, cpu> attention(init, kind, nn::variant_spec::parse(spec));
     grad::parameter_list<double> list;
     attention.collect(list);
     const bool self = kind == nn::attention_kind::decoder_self;
-    // In rows (operator()), or split into heads and merged again (keys_and_values and attend).
-    const auto run = [&](bool in_rows, nn::attention_path path) {
+    const auto run = [&](bool rows, nn::attention_path path) {
       list.zero_grad();
       x.clear_grad();
       memory.clear_grad();
@@ -450,11 +452,11 @@ TEST_CASE_TEMPLATE("variants: multi-head attention gives the fused kernel its pr
       const nn::context ctx{&t, nullptr, nullptr, path};
       const auto out = [&] {
         if (self) {
-          if (in_rows) return attention(ctx, x, x, causal);
+          if (rows) return attention(ctx, x, x, causal);
           const auto [k, v] = attention.keys_and_values(ctx, x);
           return attention.attend(ctx, x, k, v, causal);
         }
-        if (in_rows) return attention(ctx, x, memory, cross);
+        if (rows) return attention(ctx, x, memory, cross);
         const auto [k, v] = attention.keys_and_values(ctx, memory);
         return attention.attend(ctx, x, k, v, cross);
       }();
@@ -466,14 +468,34 @@ TEST_CASE_TEMPLATE("variants: multi-head attention gives the fused kernel its pr
       if (!self) all.insert(all.end(), memory.grad().data(), memory.grad().data() + memory.grad().size());
       return std::pair{all, steps};
     };
-    const auto [rows, rows_steps] = run(true, nn::attention_path::fused);
-    const auto [split, split_steps] = run(false, nn::attention_path::fused);
+    const auto path = in_rows ? nn::attention_path::fused : nn::attention_path::automatic;
+    const auto [rows, rows_steps] = run(true, path);
+    const auto [split, split_steps] = run(false, path);
     CHECK(rows == split);  // the same kernel on the same numbers
-    CHECK(rows_steps + 4 == split_steps);  // no split of q, k and v, no merge of the heads
+    CHECK(rows_steps + (in_rows ? 4 : 0) == split_steps);
     const auto [unfused, unfused_steps] = run(true, nn::attention_path::unfused);
     CHECK(test::relative_error(rows.data(), unfused) < 1e-12);
-    CHECK(unfused_steps > rows_steps);
   }
+}
+
+TEST_CASE_TEMPLATE("variants: multi-head attention gives the fused kernel its projections' rows, with the numbers of "
+                   "its heads split apart and fewer recorded steps",
+                   C, test::micro, test::micro_unscaled, test::micro_restricted, test::micro_mqa, test::micro_alibi) {
+  check_attention_in_rows<C>(nn::defaults<C>().attention, true);
+}
+
+namespace {
+struct micro_shipped : test::micro {
+  template <class T, class C, class D>
+  using attention = shipped<T, C, D>;
+};
+}  // namespace
+
+TEST_CASE("variants: with one_of, multi-head attention gives the fused kernel its rows where the chosen variant "
+          "takes the fused path") {
+  for (const std::string spec : {"scaled", "unscaled", "restricted:3", "alibi:learned"})
+    check_attention_in_rows<micro_shipped>(spec, true);
+  check_attention_in_rows<micro_shipped>("additive", false);  // scores of its own: products and a softmax
 }
 
 TEST_CASE("variants: the multi-query model's key and value projections are one head wide") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <variant>
 
 #include "../variant.hpp"
@@ -29,6 +30,13 @@ struct one_of {
     std::string all;
     ((all += (all.empty() ? "" : ", ") + std::string(Variants<T, C, Device>::name)), ...);
     return all;
+  }
+
+  /// f(the chosen variant): how a module asks what the chosen one does (multi_head_attention's
+  /// heads in rows).
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    return std::visit(std::forward<F>(f), chosen);
   }
 
   template <class Q, class K, class V, class M>
