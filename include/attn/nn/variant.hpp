@@ -275,8 +275,7 @@ bool takes_fused_path(const V& variant, const context& ctx, index_t queries, ind
 }
 
 /// Variant V's score modification for queries from position first_query, as grad::modify_scores
-/// takes it: one type for every call of V, so that the kernels are compiled once for it whichever
-/// route calls them (a lambda there would be a type of each caller's).
+/// takes it (the kernels are instantiated for the expression it returns, whichever route calls).
 template <class V>
 struct modification_of {
   const V* policy;  // outlives the tape: the variant is a module's member
