@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <future>
+#include <iterator>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -27,6 +28,12 @@ namespace {
 char notice_text[512];
 std::size_t notice_length = 0;
 
+// The stop signals, and whether take_stop_signals took each: one ignored when it ran stays
+// ignored, the convention of programs that handle SIGINT (a shell starts a script's background
+// jobs with SIGINT ignored, for the script's Ctrl-C is not theirs). Set before the handler is.
+constexpr int stop_signal_numbers[] = {SIGINT, SIGTERM};
+bool taken[std::size(stop_signal_numbers)] = {};
+
 // Whether a handler has taken a first signal (on the signal thread, or on a thread started
 // before take_stop_signals).
 std::atomic<bool> first_taken{false};
@@ -34,8 +41,7 @@ std::atomic<bool> first_taken{false};
 sigset_t stop_signals() {
   sigset_t stops;
   sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
+  for (const int signal : stop_signal_numbers) sigaddset(&stops, signal);
   return stops;
 }
 
@@ -55,8 +61,9 @@ extern "C" void on_stop_signal(int signal) {
   // sent: a fatal signal that some thread does not block (the signal thread does not) ends the
   // whole process at once. One sent since this handler began is pending, and ends the process
   // when unblocked below. Either way before stop_signal() is set: the orderly stop never sees it.
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  for (std::size_t i = 0; i < std::size(stop_signal_numbers); ++i) {
+    if (taken[i]) std::signal(stop_signal_numbers[i], SIG_DFL);
+  }
   pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
   if (notice_length > 0 && ::write(STDERR_FILENO, notice_text, notice_length) < 0) {
     // The notice is a courtesy: the stop goes on without it.
@@ -73,8 +80,12 @@ void take_stop_signals(const std::string& notice) {
   action.sa_handler = on_stop_signal;
   action.sa_mask = stop_signals();
   action.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  for (std::size_t i = 0; i < std::size(stop_signal_numbers); ++i) {
+    struct sigaction old {};
+    sigaction(stop_signal_numbers[i], nullptr, &old);
+    taken[i] = (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_IGN;
+    if (taken[i]) sigaction(stop_signal_numbers[i], &action, nullptr);
+  }
   // The thread that takes the signals, started before they are blocked here, so that it never
   // blocks them, and running before this returns (a new thread blocks every signal until it
   // runs): a second signal finds it ready however soon it comes. It computes nothing, so the

@@ -24,8 +24,12 @@ std::atomic<int>& stop_signal();
 /// handled on a thread of their own that waits for them. A handler must not run on a thread that
 /// is inside oneDNN's sgemm: before oneDNN 3.11 its kernels point the stack pointer into the
 /// heap, and the handler's frame is written there (oneDNN issue #4845; Debian 12 has 2.6.3).
-/// Call it before any computing thread starts. Threads started before it (an MPI library's,
-/// which compute nothing) may run the same handler.
+/// A signal that is ignored when this is called stays ignored, as in programs that follow the
+/// convention: a non-interactive shell starts its background jobs with SIGINT ignored, so that the
+/// Ctrl-C meant for a script does not stop them.
+/// Call it before any other thread starts: before an MPI library's (whose initialisation leaves
+/// these signals' actions and the mask alone; Open MPI 4.1 checked), and before any computing
+/// thread. Threads started before it may run the same handler.
 void take_stop_signals(const std::string& notice = {});
 
 /// Ends the process by `signal` itself, its action reset to the default, once the program has

@@ -315,6 +315,9 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // Before MPI starts its threads, so that they block the stop signals too, and only the signal
+  // thread takes them (stop_signals.hpp). The loop saves and stops (run.hpp).
+  attn::examples::take_stop_signals();
   communicators communicators;
   try {
     communicators = make_communicator(o, &argc, &argv);
@@ -326,7 +329,6 @@ int main(int argc, char** argv) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
-  attn::examples::take_stop_signals();  // the loop saves and stops (run.hpp)
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
     const int status = train(o, *comm);

@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import machine  # noqa: E402
 import safetensors_read  # noqa: E402
+import stop_signals  # noqa: E402
 import toy_corpus  # noqa: E402
 
 TRAIN = AVERAGE = None  # set from the command line
@@ -65,6 +66,14 @@ def run(args, expect=0, program=None, **kwargs):
 def train(out, *extra, expect=0, threads=1, batch_tokens=150, **kwargs):
     return run(corpus() + MODEL + ["--batch-tokens", batch_tokens, "--threads", threads, "--out", out]
                + list(extra), expect=expect, **kwargs)
+
+
+def parent_of(process):
+    """The parent's pid of the process whose /proc directory is `process`, or None if it has ended."""
+    try:
+        return int((process / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def metrics(out, kind="train"):
@@ -589,6 +598,44 @@ class BadInput(unittest.TestCase):
         done = train(out, "--resume", "--max-steps", step + 2)
         self.assertIn(f"resumed from {saved[0]} at step {step}", done.stderr)
 
+    def test_an_mpi_process_takes_stop_signals_on_one_thread_and_saves_when_stopped(self):
+        # attn-train takes the signals before MPI starts its threads, so that these block them too
+        # and only the signal thread takes them (examples/common/stop_signals.hpp).
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            self.skipTest("mpirun not found (apt-get install openmpi-bin)")
+        out = WORK / "mpi-stopped"
+        env = dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        command = [mpirun, "-np", "1", str(TRAIN)] + corpus() + MODEL + \
+            ["--batch-tokens", "150", "--threads", "2", "--out", str(out), "--max-steps", "100000", "--log-every", "5"]
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        rank = None
+        try:
+            for line in process.stderr:  # wait until it is training
+                if line.startswith("step 5/"):
+                    break
+            rank = next(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and parent_of(p) == process.pid
+                        and (p / "comm").read_text().strip() == TRAIN.name[:15])
+            stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+            blocked = [int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", (task / "status").read_text(), re.M).group(1), 16)
+                       for task in Path(f"/proc/{rank}/task").iterdir()]
+            taking = [mask for mask in blocked if mask & stops != stops]
+            self.assertEqual(len(taking), 1, f"{len(blocked)} threads' masks: {[hex(m) for m in blocked]}")
+            self.assertGreater(len(blocked), 3)  # the main, signal, OpenMP and MPI's threads
+            os.kill(rank, signal.SIGTERM)
+            rest = process.stderr.read()
+            self.assertNotEqual(process.wait(timeout=120), 0)  # a process of a job exits with 128 + 15
+        finally:
+            if process.poll() is None:  # a failed check: end the job
+                for pid in (rank, process.pid):
+                    if pid is not None:
+                        os.kill(pid, signal.SIGKILL)
+                process.wait()
+            process.stderr.close()
+        self.assertIn("(stopped by a signal)", rest)
+        self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, rest[-2000:])
+
     def test_two_runs_cannot_share_a_directory(self):
         out = WORK / "shared"
         first = subprocess.Popen([str(TRAIN)] + corpus() + MODEL + ["--threads", "1", "--out", str(out),
@@ -615,6 +662,7 @@ class BadInput(unittest.TestCase):
 
 def main():
     global TRAIN, AVERAGE, WORK
+    stop_signals.take_stop_signals()
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     TRAIN, AVERAGE = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()

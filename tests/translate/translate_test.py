@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "train"))
 sys.path.insert(0, str(HERE.parent))
 import machine  # noqa: E402
+import stop_signals  # noqa: E402
 import toy_corpus  # noqa: E402
 
 TRANSLATE = TRAIN = AVERAGE = None  # set from the command line
@@ -783,6 +784,7 @@ class Errors(unittest.TestCase):
 
 def main():
     global TRANSLATE, TRAIN, AVERAGE, WORK, MODEL_DIR
+    stop_signals.take_stop_signals()
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     TRANSLATE, TRAIN, AVERAGE = (Path(a).resolve() for a in sys.argv[1:4])

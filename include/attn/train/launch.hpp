@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -89,15 +90,20 @@ inline int exit_status(int wait_status) {
 /// still running `grace` later. SIGINT or SIGTERM received meanwhile is sent on to every worker,
 /// which then end as they do on that signal. Throws std::runtime_error if a worker cannot be
 /// started (the ones started are stopped first). A second signal is passed on too: the
-/// trainer's workers end at once on a second one.
+/// trainer's workers end at once on a second one. A signal that is ignored when this is called
+/// stays ignored.
 inline job_outcome run_workers(std::span<const worker> workers, std::chrono::milliseconds grace) {
   struct sigaction handler {}, old_int{}, old_term{};
   handler.sa_handler = detail::on_supervisor_signal;
   sigemptyset(&handler.sa_mask);
   detail::supervisor_signal().store(0);
   detail::supervisor_signals().store(0);
-  sigaction(SIGINT, &handler, &old_int);
-  sigaction(SIGTERM, &handler, &old_term);
+  // A signal ignored when the job starts stays ignored, here and in the workers, which inherit
+  // that (a non-interactive shell starts its background jobs with SIGINT ignored).
+  for (const auto& [signal, old] : {std::pair{SIGINT, &old_int}, std::pair{SIGTERM, &old_term}}) {
+    sigaction(signal, nullptr, old);
+    if ((old->sa_flags & SA_SIGINFO) != 0 || old->sa_handler != SIG_IGN) sigaction(signal, &handler, nullptr);
+  }
   struct restore_handlers {
     struct sigaction* old_int;
     struct sigaction* old_term;

@@ -1,8 +1,8 @@
 // Tests of examples/common/stop_signals.hpp, each in a child process of its own (the signals'
 // actions and mask are the process's): a first SIGINT or SIGTERM is noted and announced and the
 // program goes on; a second one ends the process as it is sent, whether it comes after the first
-// was taken or together with it, and whichever thread took the first; and a process that starts
-// with them blocked takes them all the same.
+// was taken or together with it, and whichever thread took the first; a process that starts
+// with them blocked takes them all the same; and one ignored as the process starts stays ignored.
 #include <doctest/doctest.h>
 
 #include <pthread.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -42,6 +43,10 @@ ending in_child(const std::function<void()>& child) {
     ::dup2(pipe_ends[1], STDERR_FILENO);
     ::close(pipe_ends[0]);
     ::close(pipe_ends[1]);
+    // The signals' default actions, whatever this test run started with: a signal ignored at
+    // the start stays ignored (the case below that asks for that ignores it itself).
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
     child();
     ::_exit(0);
   }
@@ -159,4 +164,25 @@ TEST_CASE("examples: stop signals are taken even by a process started with them 
   });
   CHECK(e.wait_status == 0);  // WIFEXITED with 0
   CHECK(e.said == "stop seen: " + std::to_string(SIGTERM) + "\n");
+}
+
+TEST_CASE("examples: a stop signal ignored as the process starts stays ignored, before a stop and after it") {
+  // A non-interactive shell starts its background jobs so: the Ctrl-C meant for the script.
+  const ending e = in_child([] {
+    std::signal(SIGINT, SIG_IGN);
+    attn::examples::take_stop_signals("stopping\n");
+    ::kill(::getpid(), SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time for it to be taken, were it
+    say("after SIGINT: " + std::to_string(stop_signal().load()) + "\n");
+    ::kill(::getpid(), SIGTERM);
+    await_stop();
+    // The first stop resets the actions of the signals taken, and leaves SIGINT ignored.
+    ::kill(::getpid(), SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time for it to end the process, were it
+    say("went on\n");
+    ::kill(::getpid(), SIGTERM);  // a second SIGTERM still ends it
+    say("not ended\n");
+  });
+  CHECK(e.killed_by(SIGTERM));
+  CHECK(e.said == "after SIGINT: 0\nstopping\nstop seen: " + std::to_string(SIGTERM) + "\nwent on\n");
 }

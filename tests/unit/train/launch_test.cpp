@@ -1,7 +1,7 @@
 // Tests of include/attn/train/launch.hpp with shell scripts for workers: a job that succeeds,
 // one whose worker fails or is killed (the others stopped at once, the failure named), a worker
 // that ignores SIGTERM (killed after the grace period), each worker's environment, a signal to
-// the supervisor passed on, and a program that is not there.
+// the supervisor passed on (SIGINT kept ignored where it was), and a program that is not there.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -93,6 +93,36 @@ TEST_CASE("train: SIGTERM to the supervisor reaches every worker once, and the j
   CHECK(outcome.status == 128 + SIGTERM);
   CHECK(outcome.message == "stopped by signal 15; passed on to every process");
   CHECK(outcome.stop_signal == SIGTERM);
+  std::ifstream in(marks);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) lines += line == "term";
+  CHECK(lines == 2);
+}
+
+TEST_CASE("train: a supervisor started with SIGINT ignored keeps it ignored, and SIGTERM still stops the job") {
+  // A non-interactive shell's background job starts so: the script's Ctrl-C is not the job's.
+  struct sigaction ignore {}, old{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &old);
+  attn::test::scratch_dir dir("launch-ignored");
+  const std::string marks = (dir.path / "marks").string();
+  // The workers inherit the ignored SIGINT (a shell cannot trap a signal ignored when it started).
+  const std::string script = "trap 'echo term >> \"" + marks + "\"; exit 143' TERM; sleep 60 & wait";
+  const std::vector<attn::train::worker> workers{shell(script, "rank 0"), shell(script, "rank 1")};
+  std::thread sender([] {
+    std::this_thread::sleep_for(300ms);
+    ::kill(::getpid(), SIGINT);
+    std::this_thread::sleep_for(300ms);
+    ::kill(::getpid(), SIGTERM);
+  });
+  const auto outcome = attn::train::run_workers(workers, 5000ms);
+  sender.join();
+  struct sigaction after {};
+  sigaction(SIGINT, &old, &after);
+  const bool still_ignored = after.sa_handler == SIG_IGN;  // and as it was once the job is over
+  CHECK(still_ignored);
+  CHECK(outcome.stop_signal == SIGTERM);
+  CHECK(outcome.message == "stopped by signal 15; passed on to every process");
   std::ifstream in(marks);
   int lines = 0;
   for (std::string line; std::getline(in, line);) lines += line == "term";
