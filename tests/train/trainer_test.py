@@ -68,12 +68,29 @@ def train(out, *extra, expect=0, threads=1, batch_tokens=150, **kwargs):
                + list(extra), expect=expect, **kwargs)
 
 
-def parent_of(process):
-    """The parent's pid of the process whose /proc directory is `process`, or None if it has ended."""
-    try:
-        return int((process / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+def mpi_job(test):
+    """mpirun and the environment of a job under it (root allowed, more processes than cores);
+    skips `test` where mpirun is missing."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        test.skipTest("mpirun not found (apt-get install openmpi-bin)")
+    return mpirun, dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
+                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def rank_process(rank, mpirun):
+    """The pid of attn-train's process of MPI rank `rank` that `mpirun` (a pid) started, or None."""
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ and str(TRAIN).encode() in command_line \
+                and parent == mpirun:
+            return pid
+    return None
 
 
 def metrics(out, kind="train"):
@@ -307,17 +324,13 @@ class Resume(unittest.TestCase):
 
 class DataParallel(unittest.TestCase):
     def test_two_mpi_processes_equal_one_process_with_both_batches(self):
-        mpirun = shutil.which("mpirun")
-        if mpirun is None:
-            self.skipTest("mpirun not found (apt-get install openmpi-bin)")
+        mpirun, env = mpi_job(self)
         # Buckets of 50 KiB: the tiny model's gradients (1.9 MB) in many, summed while the
         # backward pass computes the rest (the tape reports each parameter complete).
         steps = ["--max-steps", 4, "--save-every", 4, "--dropout", 0.1, "--bucket-mib", 0.05]
         one = WORK / "one-process"
         train(one, "--accum", 2, *steps)
         two = WORK / "two-processes"
-        env = dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
         command = [mpirun, "-np", "2", "--oversubscribe", str(TRAIN)] + corpus() + MODEL + \
                   ["--batch-tokens", "150", "--threads", "1", "--out", str(two)] + [str(a) for a in steps]
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
@@ -350,12 +363,8 @@ class DataParallel(unittest.TestCase):
         # One process of two dies (SIGKILL, as the out-of-memory killer would): the other, waiting
         # for it in the gradients' sum, must not hang. mpirun ends the job and names the rank;
         # the last checkpoint, written atomically, resumes. Measured: the job ends 2 s after the kill.
-        mpirun = shutil.which("mpirun")
-        if mpirun is None:
-            self.skipTest("mpirun not found (apt-get install openmpi-bin)")
+        mpirun, env = mpi_job(self)
         out = WORK / "killed-process"
-        env = dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
         command = [mpirun, "-np", "2", "--oversubscribe", str(TRAIN)] + corpus() + MODEL + \
                   ["--batch-tokens", "150", "--threads", "1", "--out", str(out), "--max-steps", "1000000",
                    "--save-every", "10"]
@@ -366,15 +375,7 @@ class DataParallel(unittest.TestCase):
                 self.assertIsNone(job.poll(), "the job ended before its first checkpoint")
                 self.assertLess(time.monotonic(), deadline, "no checkpoint after 300 s")
                 time.sleep(0.2)
-            second = None
-            for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-                try:
-                    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                    command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if b"OMPI_COMM_WORLD_RANK=1" in environ and str(TRAIN).encode() in command_line:
-                    second = pid
+            second = rank_process(1, job.pid)
             self.assertIsNotNone(second, "no process of rank 1 found")
             os.kill(second, signal.SIGKILL)
             killed = time.monotonic()
@@ -393,6 +394,39 @@ class DataParallel(unittest.TestCase):
         done = train(out, "--resume", "--max-steps", step + 2)
         self.assertIn(f"resumed from {newest} at step {step}", done.stderr)
 
+    def test_an_mpi_process_takes_stop_signals_on_one_thread_and_saves_when_stopped(self):
+        # attn-train takes the signals before MPI starts its threads, so that these block them too
+        # and only the signal thread takes them (examples/common/stop_signals.hpp).
+        mpirun, env = mpi_job(self)
+        out = WORK / "mpi-stopped"
+        command = [mpirun, "-np", "1", str(TRAIN)] + corpus() + MODEL + \
+            ["--batch-tokens", "150", "--threads", "2", "--out", str(out), "--max-steps", "100000", "--log-every", "5"]
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        rank = None
+        try:
+            for line in process.stderr:  # wait until it is training
+                if line.startswith("step 5/"):
+                    break
+            rank = rank_process(0, process.pid)
+            self.assertIsNotNone(rank, "no process of rank 0 found")
+            stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+            blocked = [int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", (task / "status").read_text(), re.M).group(1), 16)
+                       for task in Path(f"/proc/{rank}/task").iterdir()]
+            taking = [mask for mask in blocked if mask & stops != stops]
+            self.assertEqual(len(taking), 1, f"{len(blocked)} threads' masks: {[hex(m) for m in blocked]}")
+            self.assertGreater(len(blocked), 3)  # the main, signal, OpenMP and MPI's threads
+            os.kill(rank, signal.SIGTERM)
+            rest = process.stderr.read()
+            self.assertNotEqual(process.wait(timeout=120), 0)  # a process of a job exits with 128 + 15
+        finally:
+            if process.poll() is None:  # a failed check: end the job
+                for pid in (rank, process.pid):
+                    if pid is not None:
+                        os.kill(pid, signal.SIGKILL)
+                process.wait()
+            process.stderr.close()
+        self.assertIn("(stopped by a signal)", rest)
+        self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, rest[-2000:])
 
 class BadInput(unittest.TestCase):
     def write(self, name, text, mode="w"):
@@ -597,44 +631,6 @@ class BadInput(unittest.TestCase):
         self.assertGreaterEqual(step, 20)
         done = train(out, "--resume", "--max-steps", step + 2)
         self.assertIn(f"resumed from {saved[0]} at step {step}", done.stderr)
-
-    def test_an_mpi_process_takes_stop_signals_on_one_thread_and_saves_when_stopped(self):
-        # attn-train takes the signals before MPI starts its threads, so that these block them too
-        # and only the signal thread takes them (examples/common/stop_signals.hpp).
-        mpirun = shutil.which("mpirun")
-        if mpirun is None:
-            self.skipTest("mpirun not found (apt-get install openmpi-bin)")
-        out = WORK / "mpi-stopped"
-        env = dict(os.environ, OMP_WAIT_POLICY="passive", OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        command = [mpirun, "-np", "1", str(TRAIN)] + corpus() + MODEL + \
-            ["--batch-tokens", "150", "--threads", "2", "--out", str(out), "--max-steps", "100000", "--log-every", "5"]
-        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
-        rank = None
-        try:
-            for line in process.stderr:  # wait until it is training
-                if line.startswith("step 5/"):
-                    break
-            rank = next(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and parent_of(p) == process.pid
-                        and (p / "comm").read_text().strip() == TRAIN.name[:15])
-            stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
-            blocked = [int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", (task / "status").read_text(), re.M).group(1), 16)
-                       for task in Path(f"/proc/{rank}/task").iterdir()]
-            taking = [mask for mask in blocked if mask & stops != stops]
-            self.assertEqual(len(taking), 1, f"{len(blocked)} threads' masks: {[hex(m) for m in blocked]}")
-            self.assertGreater(len(blocked), 3)  # the main, signal, OpenMP and MPI's threads
-            os.kill(rank, signal.SIGTERM)
-            rest = process.stderr.read()
-            self.assertNotEqual(process.wait(timeout=120), 0)  # a process of a job exits with 128 + 15
-        finally:
-            if process.poll() is None:  # a failed check: end the job
-                for pid in (rank, process.pid):
-                    if pid is not None:
-                        os.kill(pid, signal.SIGKILL)
-                process.wait()
-            process.stderr.close()
-        self.assertIn("(stopped by a signal)", rest)
-        self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, rest[-2000:])
 
     def test_two_runs_cannot_share_a_directory(self):
         out = WORK / "shared"
