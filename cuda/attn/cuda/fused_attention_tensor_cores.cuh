@@ -728,13 +728,16 @@ __global__ void __launch_bounds__(warps * 32)
   // registers to spare (two carried indices made ptxas spill). A step's head and tile by a
   // multiply-high (steps < 2³²: the launcher's check), not a division at every step.
   const fast_divider by_query_tiles = fast_divider::of(std::uint32_t(query_tiles > 0 ? query_tiles : 1));
-  const auto head_of = [&](std::uint32_t step) { return first_head + by_query_tiles.quotient(step); };
-  const auto query_of = [&](std::uint32_t step) {
-    return first_tile + index_t(by_query_tiles.remainder(step, by_query_tiles.quotient(step))) * tile_rows;
+  struct place {
+    index_t head, query;  // the step's head, and its tile's first query
+  };
+  const auto place_of = [&](std::uint32_t step) {
+    const std::uint32_t n = by_query_tiles.quotient(step);
+    return place{first_head + index_t(n), first_tile + index_t(by_query_tiles.remainder(step, n)) * tile_rows};
   };
   const auto stage_queries = [&](std::uint32_t step, int buffer) {
-    const index_t h = head_of(step), query_row = (b * p.heads + h) * p.queries;
-    const index_t query = query_of(step);
+    const place at = place_of(step);
+    const index_t h = at.head, query = at.query, query_row = (b * p.heads + h) * p.queries;
     const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
     std::uint16_t* const to = stages + buffer * query_stage_elements<D>;
     const head_rows query_head = p.q_rows(b, h), d_out_head = p.out_rows(b, h);
@@ -767,7 +770,8 @@ __global__ void __launch_bounds__(warps * 32)
       stage_queries(step + 1, 1 - buffer);
       async_copy::commit();
     }
-    const index_t h = head_of(step), query = query_of(step);
+    const place at = place_of(step);
+    const index_t h = at.head, query = at.query;
     const std::uint16_t* const queries = stages + buffer * query_stage_elements<D>;
     const std::uint16_t* const d_outs = queries + tile;
     const float* const lse_tile = reinterpret_cast<const float*>(d_outs + tile);
