@@ -3,8 +3,8 @@
 without a GPU): a tiny model trained on the GPU learns the toy corpus as on the CPU; the same
 first steps give the same losses on both devices to rounding (--precision fp32); a GPU checkpoint
 resumes on the CPU and a CPU one on the GPU; greedy and beam translations of the trained model are
-identical on both devices; bf16 (the GPU's default) and fp16 runs on the GPU follow the fp32 run
-as the CPU's do (tests/train/trainer_test.py's bounds); --gpus 1 (a supervised worker summing
+identical on both devices; bf16 (the GPU's default), fp16 and tf32 runs on the GPU follow the fp32
+run as the CPU's 16-bit runs do (tests/train/trainer_test.py's bounds); --gpus 1 (a supervised worker summing
 through NCCL) repeats the plain run's losses.
 
 Usage: programs_test.py ATTN_TRAIN ATTN_TRANSLATE GPU_DEVICE_QUERY"""
@@ -89,8 +89,9 @@ class GpuPrograms(unittest.TestCase):
             for r in records[-10:]:  # training goes on where it was, on the other device
                 self.assertLess(abs(r["loss"] - before), 0.5 * before + 0.2, f"{device}: {r}")
 
-    def test_bf16_and_fp16_on_the_gpu_follow_the_fp32_run(self):
-        for precision in ("bf16", "fp16"):
+    def test_bf16_fp16_and_tf32_on_the_gpu_follow_the_fp32_run(self):
+        # tf32: float32 with the float products on tensor cores, their inputs rounded to 10 bits.
+        for precision in ("bf16", "fp16", "tf32"):
             out = WORK / f"gpu-{precision}"
             done = train(out, "cuda", "--max-steps", 400, "--valid-every", 200, "--save-every", 400,
                          "--precision", precision)
