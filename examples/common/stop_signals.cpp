@@ -30,9 +30,11 @@ std::size_t notice_length = 0;
 
 // The stop signals, and whether take_stop_signals took each: one ignored when it ran stays
 // ignored, the convention of programs that handle SIGINT (a shell starts a script's background
-// jobs with SIGINT ignored, for the script's Ctrl-C is not theirs). Set before the handler is.
+// jobs with SIGINT ignored, for the script's Ctrl-C is not theirs). Set before the handler is;
+// atomic, as a thread started earlier may run the handler.
 constexpr int stop_signal_numbers[] = {SIGINT, SIGTERM};
-bool taken[std::size(stop_signal_numbers)] = {};
+std::atomic<bool> taken[std::size(stop_signal_numbers)] = {};
+static_assert(std::atomic<bool>::is_always_lock_free, "read in a signal handler");
 
 // Whether a handler has taken a first signal (on the signal thread, or on a thread started
 // before take_stop_signals).
@@ -62,7 +64,7 @@ extern "C" void on_stop_signal(int signal) {
   // whole process at once. One sent since this handler began is pending, and ends the process
   // when unblocked below. Either way before stop_signal() is set: the orderly stop never sees it.
   for (std::size_t i = 0; i < std::size(stop_signal_numbers); ++i) {
-    if (taken[i]) std::signal(stop_signal_numbers[i], SIG_DFL);
+    if (taken[i].load(std::memory_order_relaxed)) std::signal(stop_signal_numbers[i], SIG_DFL);
   }
   pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
   if (notice_length > 0 && ::write(STDERR_FILENO, notice_text, notice_length) < 0) {
@@ -83,8 +85,9 @@ void take_stop_signals(const std::string& notice) {
   for (std::size_t i = 0; i < std::size(stop_signal_numbers); ++i) {
     struct sigaction old {};
     sigaction(stop_signal_numbers[i], nullptr, &old);
-    taken[i] = (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_IGN;
-    if (taken[i]) sigaction(stop_signal_numbers[i], &action, nullptr);
+    const bool ignored = (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN;
+    taken[i].store(!ignored);
+    if (!ignored) sigaction(stop_signal_numbers[i], &action, nullptr);
   }
   // The thread that takes the signals, started before they are blocked here, so that it never
   // blocks them, and running before this returns (a new thread blocks every signal until it

@@ -13,8 +13,8 @@ std::atomic<int>& stop_signal();
 
 /// From now on the first SIGINT or SIGTERM sets stop_signal() (and writes `notice`, when there
 /// is one, to standard error), and a second one ends the process as the signal would. Before
-/// stop_signal() is set the signals' actions are reset to the default, so a second signal ends
-/// the process as it is sent (the kernel ends it then, not when one of its threads gets to run):
+/// stop_signal() is set the actions of the signals taken are reset to the default, so a second
+/// signal ends the process as it is sent (the kernel ends it then, not when a thread gets to run):
 /// an orderly stop that has seen stop_signal() cannot outrun it, however loaded the machine.
 /// (Two signals of one kind sent before the process has taken the first are one signal: the
 /// kernel keeps one of each kind pending. And where threads started before this one take the

@@ -326,15 +326,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<attn::train::communicator>& comm = communicators.sums;
+  // Stopped by a signal: one process ends by it, as a shell expects; the processes of a job
+  // (MPI's, --gpus's) exit with 128 + it, for their launcher to read.
+  const auto ended = [](int status) {
+    return launched_by_mpi() || std::getenv("ATTN_RANK") != nullptr ? status : attn::examples::finish(status);
+  };
+  if (const int signal = attn::examples::stop_signal().load(); signal != 0) {  // while the processes met
+    if (comm->rank() == 0) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
+    return ended(128 + signal);
+  }
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
-    const int status = train(o, *comm);
-    // Stopped by a signal: one process ends by it, as a shell expects; the processes of a job
-    // (MPI's, --gpus's) exit with 128 + it, for their launcher to read.
-    return launched_by_mpi() || std::getenv("ATTN_RANK") != nullptr ? status : attn::examples::finish(status);
+    return ended(train(o, *comm));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-train: %s\n", e.what());
     // The other processes may be waiting in a collective for this one: end them all.

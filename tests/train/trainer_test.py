@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 from pathlib import Path
@@ -78,19 +79,38 @@ def mpi_job(test):
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
+def children_of(pid):
+    """The pids of the processes whose parent is `pid`."""
+    children = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return children
+
+
 def rank_process(rank, mpirun):
     """The pid of attn-train's process of MPI rank `rank` that `mpirun` (a pid) started, or None."""
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+    for pid in children_of(mpirun):
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+        except OSError:
             continue
-        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ and str(TRAIN).encode() in command_line \
-                and parent == mpirun:
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ and str(TRAIN).encode() in command_line:
             return pid
     return None
+
+
+def end_job(mpirun):
+    """SIGKILL to `mpirun` (a Popen) and to the processes it started, each in a process group of its own."""
+    for pid in children_of(mpirun.pid) + [mpirun.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def metrics(out, kind="train"):
@@ -383,7 +403,8 @@ class DataParallel(unittest.TestCase):
             ended = time.monotonic() - killed
         finally:
             if job.poll() is None:
-                job.kill()
+                end_job(job)
+                job.wait()
         self.assertNotEqual(job.returncode, 0)
         self.assertLess(ended, 30, f"the job took {ended:.1f} s to end after rank 1 died")
         self.assertRegex(output, r"process rank 1 .*exited on signal 9", output[-2000:])
@@ -402,11 +423,14 @@ class DataParallel(unittest.TestCase):
         command = [mpirun, "-np", "1", str(TRAIN)] + corpus() + MODEL + \
             ["--batch-tokens", "150", "--threads", "2", "--out", str(out), "--max-steps", "100000", "--log-every", "5"]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
-        rank = None
+        watchdog = threading.Timer(300, end_job, [process])  # a hang fails this test, not the suite's limit
+        watchdog.start()
         try:
             for line in process.stderr:  # wait until it is training
                 if line.startswith("step 5/"):
                     break
+            else:
+                self.fail("the job ended, or was ended after 300 s, before step 5")
             rank = rank_process(0, process.pid)
             self.assertIsNotNone(rank, "no process of rank 0 found")
             stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
@@ -419,14 +443,14 @@ class DataParallel(unittest.TestCase):
             rest = process.stderr.read()
             self.assertNotEqual(process.wait(timeout=120), 0)  # a process of a job exits with 128 + 15
         finally:
+            watchdog.cancel()
             if process.poll() is None:  # a failed check: end the job
-                for pid in (rank, process.pid):
-                    if pid is not None:
-                        os.kill(pid, signal.SIGKILL)
+                end_job(process)
                 process.wait()
             process.stderr.close()
         self.assertIn("(stopped by a signal)", rest)
         self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, rest[-2000:])
+
 
 class BadInput(unittest.TestCase):
     def write(self, name, text, mode="w"):

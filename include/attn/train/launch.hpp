@@ -2,7 +2,7 @@
 // --gpus N: one process a GPU). Each worker is told its part through its environment (its rank,
 // the job's size, the id of the job's communicator). When one fails, the others are stopped at
 // once and the failure is named; SIGINT and SIGTERM sent to the supervisor reach every worker,
-// once. POSIX (posix_spawn, waitpid).
+// once (unless the supervisor started with them ignored). POSIX (posix_spawn, waitpid).
 #pragma once
 
 #include <signal.h>
@@ -91,15 +91,18 @@ inline int exit_status(int wait_status) {
 /// which then end as they do on that signal. Throws std::runtime_error if a worker cannot be
 /// started (the ones started are stopped first). A second signal is passed on too: the
 /// trainer's workers end at once on a second one. A signal that is ignored when this is called
-/// stays ignored.
+/// stays ignored here, and is not passed on; the workers start with SIGINT and SIGTERM at their
+/// default actions.
 inline job_outcome run_workers(std::span<const worker> workers, std::chrono::milliseconds grace) {
   struct sigaction handler {}, old_int{}, old_term{};
   handler.sa_handler = detail::on_supervisor_signal;
   sigemptyset(&handler.sa_mask);
   detail::supervisor_signal().store(0);
   detail::supervisor_signals().store(0);
-  // A signal ignored when the job starts stays ignored, here and in the workers, which inherit
-  // that (a non-interactive shell starts its background jobs with SIGINT ignored).
+  // A signal ignored when the job starts stays ignored here (a non-interactive shell starts its
+  // background jobs with SIGINT ignored): it is not passed on. The workers start with both at
+  // their default actions whatever the supervisor's, for SIGTERM is how it stops them (and how
+  // the kernel does once it has ended, attn-train's PR_SET_PDEATHSIG).
   for (const auto& [signal, old] : {std::pair{SIGINT, &old_int}, std::pair{SIGTERM, &old_term}}) {
     sigaction(signal, nullptr, old);
     if ((old->sa_flags & SA_SIGINFO) != 0 || old->sa_handler != SIG_IGN) sigaction(signal, &handler, nullptr);
@@ -128,8 +131,13 @@ inline job_outcome run_workers(std::span<const worker> workers, std::chrono::mil
     envp.push_back(nullptr);
     posix_spawnattr_t attributes;
     posix_spawnattr_init(&attributes);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attributes, 0);
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    posix_spawnattr_setsigdefault(&attributes, &stops);
     pid_t pid = 0;
     const int error = posix_spawnp(&pid, argv.front(), nullptr, &attributes, argv.data(), envp.data());
     posix_spawnattr_destroy(&attributes);

@@ -43,8 +43,8 @@ ending in_child(const std::function<void()>& child) {
     ::dup2(pipe_ends[1], STDERR_FILENO);
     ::close(pipe_ends[0]);
     ::close(pipe_ends[1]);
-    // The signals' default actions, whatever this test run started with: a signal ignored at
-    // the start stays ignored (the case below that asks for that ignores it itself).
+    // The signals' default actions, as a program starts (the child inherits doctest's handlers
+    // through fork); the case that asks for an ignored signal ignores it itself.
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     child();

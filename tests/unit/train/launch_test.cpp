@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <attn/train/launch.hpp>
@@ -99,34 +100,51 @@ TEST_CASE("train: SIGTERM to the supervisor reaches every worker once, and the j
   CHECK(lines == 2);
 }
 
-TEST_CASE("train: a supervisor started with SIGINT ignored keeps it ignored, and SIGTERM still stops the job") {
-  // A non-interactive shell's background job starts so: the script's Ctrl-C is not the job's.
-  struct sigaction ignore {}, old{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old);
-  attn::test::scratch_dir dir("launch-ignored");
-  const std::string marks = (dir.path / "marks").string();
-  // The workers inherit the ignored SIGINT (a shell cannot trap a signal ignored when it started).
-  const std::string script = "trap 'echo term >> \"" + marks + "\"; exit 143' TERM; sleep 60 & wait";
-  const std::vector<attn::train::worker> workers{shell(script, "rank 0"), shell(script, "rank 1")};
-  std::thread sender([] {
-    std::this_thread::sleep_for(300ms);
-    ::kill(::getpid(), SIGINT);
-    std::this_thread::sleep_for(300ms);
-    ::kill(::getpid(), SIGTERM);
-  });
-  const auto outcome = attn::train::run_workers(workers, 5000ms);
-  sender.join();
-  struct sigaction after {};
-  sigaction(SIGINT, &old, &after);
-  const bool still_ignored = after.sa_handler == SIG_IGN;  // and as it was once the job is over
-  CHECK(still_ignored);
-  CHECK(outcome.stop_signal == SIGTERM);
-  CHECK(outcome.message == "stopped by signal 15; passed on to every process");
-  std::ifstream in(marks);
-  int lines = 0;
-  for (std::string line; std::getline(in, line);) lines += line == "term";
-  CHECK(lines == 2);
+TEST_CASE("train: a supervisor started with a stop signal ignored keeps it ignored, the other stops the job, and the "
+          "workers start with both at their default actions") {
+  // A non-interactive shell's background job starts with SIGINT ignored: the script's Ctrl-C is
+  // not the job's. The workers take both whatever the supervisor's: SIGTERM is how it stops them.
+  for (const auto& [ignored, other] : {std::pair{SIGINT, SIGTERM}, std::pair{SIGTERM, SIGINT}}) {
+    CAPTURE(ignored);
+    struct sigaction ignore {}, old{};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(ignored, &ignore, &old);
+    attn::test::scratch_dir dir("launch-ignored");
+    const std::string marks = (dir.path / "marks").string();
+    // Each worker notes the signals it started with ignored (a shell cannot trap one of them),
+    // then the signal that ends it.
+    const std::string script = "grep SigIgn /proc/$$/status >> \"" + marks + "\"; trap 'echo stop >> \"" + marks +
+                               "\"; exit 1' INT TERM; sleep 60 & wait";
+    const std::vector<attn::train::worker> workers{shell(script, "rank 0"), shell(script, "rank 1")};
+    std::thread sender([ignored, other] {
+      std::this_thread::sleep_for(300ms);
+      ::kill(::getpid(), ignored);
+      std::this_thread::sleep_for(300ms);
+      ::kill(::getpid(), other);
+    });
+    const auto outcome = attn::train::run_workers(workers, 5000ms);
+    sender.join();
+    struct sigaction after {};
+    sigaction(ignored, &old, &after);
+    const bool still_ignored = after.sa_handler == SIG_IGN;  // and as it was once the job is over
+    CHECK(still_ignored);
+    CHECK(outcome.stop_signal == other);
+    CHECK(outcome.message == "stopped by signal " + std::to_string(other) + "; passed on to every process");
+    std::ifstream in(marks);
+    int stops = 0, started = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line == "stop") {
+        ++stops;
+      } else if (line.rfind("SigIgn:", 0) == 0) {
+        ++started;
+        const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+        CHECK((mask & (1ull << (SIGINT - 1))) == 0);
+        CHECK((mask & (1ull << (SIGTERM - 1))) == 0);
+      }
+    }
+    CHECK(started == 2);
+    CHECK(stops == 2);
+  }
 }
 
 TEST_CASE("train: a worker that cannot be started is an error naming it") {
