@@ -316,8 +316,13 @@ int main(int argc, char** argv) {
     }
   }
   // Before MPI starts its threads, so that they block the stop signals too, and only the signal
-  // thread takes them (stop_signals.hpp). The loop saves and stops (run.hpp).
-  attn::examples::take_stop_signals();
+  // thread takes them (stop_signals.hpp). The loop saves and stops (run.hpp). A process alone says
+  // so as the signal comes; each process of a job would say it again.
+  const bool alone = !launched_by_mpi() && std::getenv("ATTN_RANK") == nullptr;
+  attn::examples::take_stop_signals(
+      alone ? std::string(isatty(STDERR_FILENO) == 1 ? "\n" : "") +
+                  "attn-train: stopping after this step, saving a checkpoint (again to stop at once)\n"
+            : std::string());
   communicators communicators;
   try {
     communicators = make_communicator(o, &argc, &argv);

@@ -449,6 +449,7 @@ class DataParallel(unittest.TestCase):
                 process.wait()
             process.stderr.close()
         self.assertIn("(stopped by a signal)", rest)
+        self.assertNotIn("attn-train: stopping after this step", rest)  # a job's processes stop silently
         self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, rest[-2000:])
 
 
@@ -648,6 +649,7 @@ class BadInput(unittest.TestCase):
         rest = process.stderr.read()
         process.stderr.close()
         self.assertEqual(process.wait(timeout=120), -signal.SIGINT, rest)  # ended by it, once saved
+        self.assertIn("attn-train: stopping after this step, saving a checkpoint (again to stop at once)", rest)
         self.assertIn("(stopped by a signal)", rest)
         saved = sorted(out.glob("checkpoint-*.safetensors"))
         self.assertEqual(len(saved), 1)
