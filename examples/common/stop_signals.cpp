@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <future>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <thread>
 
