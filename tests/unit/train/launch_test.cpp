@@ -112,9 +112,10 @@ TEST_CASE("train: a supervisor started with a stop signal ignored keeps it ignor
     attn::test::scratch_dir dir("launch-ignored");
     const std::string marks = (dir.path / "marks").string();
     // Each worker notes the signals it started with ignored (a shell cannot trap one of them),
-    // then the signal that ends it.
+    // then the signal that ends it, and ends its sleep: a shell's background command ignores
+    // SIGINT, and would hold the test's output open for its 60 s.
     const std::string script = "grep SigIgn /proc/$$/status >> \"" + marks + "\"; trap 'echo stop >> \"" + marks +
-                               "\"; exit 1' INT TERM; sleep 60 & wait";
+                               "\"; kill $!; exit 1' INT TERM; sleep 60 & wait";
     const std::vector<attn::train::worker> workers{shell(script, "rank 0"), shell(script, "rank 1")};
     std::thread sender([ignored, other] {
       std::this_thread::sleep_for(300ms);
