@@ -107,6 +107,10 @@ inline job_outcome run_workers(std::span<const worker> workers, std::chrono::mil
     sigaction(signal, nullptr, old);
     if ((old->sa_flags & SA_SIGINFO) != 0 || old->sa_handler != SIG_IGN) sigaction(signal, &handler, nullptr);
   }
+  sigset_t stops;  // what the workers start with at their default actions
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
   struct restore_handlers {
     struct sigaction* old_int;
     struct sigaction* old_term;
@@ -133,10 +137,6 @@ inline job_outcome run_workers(std::span<const worker> workers, std::chrono::mil
     posix_spawnattr_init(&attributes);
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attributes, 0);
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
     posix_spawnattr_setsigdefault(&attributes, &stops);
     pid_t pid = 0;
     const int error = posix_spawnp(&pid, argv.front(), nullptr, &attributes, argv.data(), envp.data());

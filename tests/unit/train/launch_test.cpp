@@ -1,7 +1,8 @@
 // Tests of include/attn/train/launch.hpp with shell scripts for workers: a job that succeeds,
 // one whose worker fails or is killed (the others stopped at once, the failure named), a worker
 // that ignores SIGTERM (killed after the grace period), each worker's environment, a signal to
-// the supervisor passed on (SIGINT kept ignored where it was), and a program that is not there.
+// the supervisor passed on (one it started with ignored kept ignored, the workers starting with
+// both at their defaults), and a program that is not there.
 #include <doctest/doctest.h>
 
 #include <signal.h>
