@@ -392,15 +392,19 @@ class Stopping(unittest.TestCase):
         expected = self.expected("--greedy")
         self.assertEqual([line.rstrip("\n") for line in lines], [expected[i % 100] for i in range(len(lines))])
 
-        # Two signals of two kinds (two of one kind may arrive as one): the second ends the program as
-        # it is sent (examples/common/stop_signals.cpp; tests/unit/examples test the race itself). The
-        # one race left is this test's own: the batch in hand must not end between its two sends,
-        # which long batches (256 sentences in beams of 8) make unlikely however loaded the machine.
+        # Two signals of two kinds (two of one kind may arrive as one): the second ends the program
+        # before the first's orderly stop (examples/common/stop_signals.cpp; tests/unit/examples send
+        # them apart too). Both are sent while the process is stopped, so that its batch cannot end
+        # between the two sends: once it did, in CI, and the first signal's stop ran.
         with self.start("--run", MODEL_DIR, "--input", self.long_input(200), "--beam", 8, "--batch-size", 256,
                         "--output", WORK / "killed.txt") as process:
             self.wait_for_progress(process.stderr, 2000)
+            process.send_signal(signal.SIGSTOP)
+            _, status = os.waitpid(process.pid, os.WUNTRACED)  # every thread stopped
+            self.assertTrue(os.WIFSTOPPED(status), status)
             process.send_signal(signal.SIGTERM)
             process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGCONT)
             rest = process.stderr.read()
         self.assertIn(process.returncode, (-signal.SIGINT, -signal.SIGTERM))
         self.assertNotIn("stopped by", rest)  # not the first signal's orderly stop
