@@ -202,7 +202,10 @@ __device__ inline float modified_score_gradient(const M& m, index_t b, index_t h
 /// of a lane's 32 weights a tile took 70 of the forward kernel's 250 registers at D = 128, even
 /// where dropout is off, and with them half its blocks a multiprocessor. The problem's members
 /// come as values: a reference to the problem, a kernel parameter, had every thread copy it to
-/// its stack (a 128-byte frame, whether or not dropout was on).
+/// its stack (a 128-byte frame, whether or not dropout was on). The backward kernels' masked
+/// tiles call it too: inlined there, its 64-bit hash and 1 / (1 − dropout) in doubles made up a
+/// third of each backward kernel's SASS (sm_90: 2 000 to 3 600 instructions), and under ALiBi
+/// 64 calls of the double division's slow path and 220 more bytes spilled at D = 128.
 ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(random_stream stream, std::uint64_t start, double dropout,
                                                           index_t heads, index_t queries, index_t keys, index_t b,
                                                           index_t h, index_t i, index_t j) {
@@ -582,7 +585,9 @@ __device__ inline pair_gradient gradient_of(const fused_attention_problem& p, in
   const float scale = float(p.scale), scaled = product * scale;
   float s = score_of(modification, b, h, i, j, scaled);
   if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]);
-  const float kept = p.dropout > 0 ? float(p.kept(b, h, i, j)) : 1.f;
+  const float kept = p.dropout > 0 ? dropout_factor(p.dropout_stream, p.dropout_start, p.dropout, p.heads, p.queries,
+                                                   p.keys, b, h, i, j)
+                                  : 1.f;
   return seen_pair_gradient(modification, b, h, i, j, scaled, s, log2_e, kept, d_weight, lse2, dot, scale,
                             input_gradients);
 }
@@ -693,9 +698,11 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
 /// With `sums_queries` (FlashAttention-2's backward), dQ too: each query tile's dQ += dS·K over the
 /// block's keys, added with atomics into `d_q_sums` (float, [rows, d_k], zeroed before), which
 /// saves the dQ kernel's two products a tile (S and dP again) for one; the sums' order, and so
-/// their last bits, then depend on the order the blocks finish in.
+/// their last bits, then depend on the order the blocks finish in. At D = 32 three blocks a
+/// multiprocessor, as before dropout_factor's call: its registers had taken the dQ-summing
+/// kernel from 168 to 212 (two blocks), where ptxas, held to 168, spills nothing.
 template <int D, class T, class Rule, class M, bool sums_queries = false>
-__global__ void __launch_bounds__(warps * 32)
+__global__ void __launch_bounds__(warps * 32, D <= 32 ? 3 : 1)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                   const float* log2_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification,
                   float* d_q_sums) {
