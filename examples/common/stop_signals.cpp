@@ -40,6 +40,12 @@ static_assert(std::atomic<bool>::is_always_lock_free, "read in a signal handler"
 // before take_stop_signals).
 std::atomic<bool> first_taken{false};
 
+// While a nothing_to_keep lives: a first signal ends the process, after its notice (written
+// before the flag is set, read after it is seen).
+char at_once_text[512];
+std::size_t at_once_length = 0;
+std::atomic<bool> at_once{false};
+
 sigset_t stop_signals() {
   sigset_t stops;
   sigemptyset(&stops);
@@ -53,7 +59,13 @@ sigset_t stop_signals() {
 extern "C" void on_stop_signal(int signal) {
   const int saved_errno = errno;
   const sigset_t stops = stop_signals();
-  if (first_taken.exchange(true)) {  // a second signal, before the first's handler reset the actions
+  // A second signal, taken before the first's handler reset the actions, or a first one while
+  // there is nothing to keep: the process ends by it.
+  const bool second = first_taken.exchange(true);
+  if (second || at_once.load()) {
+    if (!second && at_once_length > 0 && ::write(STDERR_FILENO, at_once_text, at_once_length) < 0) {
+      // A courtesy, as the notice below.
+    }
     std::signal(signal, SIG_DFL);
     std::raise(signal);
     pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // delivered here: the process ends
@@ -107,6 +119,13 @@ void take_stop_signals(const std::string& notice) {
   const sigset_t stops = stop_signals();
   pthread_sigmask(SIG_BLOCK, &stops, nullptr);  // here, and in every thread started from here
 }
+
+nothing_to_keep::nothing_to_keep(const std::string& notice) {
+  at_once_length = notice.copy(at_once_text, sizeof at_once_text);
+  at_once.store(true);
+}
+
+nothing_to_keep::~nothing_to_keep() { at_once.store(false); }
 
 void end_by(int signal) {
   std::cout.flush();

@@ -32,6 +32,19 @@ std::atomic<int>& stop_signal();
 /// thread. Threads started before it may run the same handler.
 void take_stop_signals(const std::string& notice = {});
 
+/// While one lives, the program has nothing that a stop should keep (attn-train preparing its
+/// vocabulary and data, which a run started again prepares anew): a first signal ends the process
+/// at once, as a second one would, after writing `notice` to standard error when there is one. A
+/// first signal taken before it was made stays a request to stop, for the program to see in
+/// stop_signal(). One at a time; made after take_stop_signals.
+class nothing_to_keep {
+ public:
+  explicit nothing_to_keep(const std::string& notice = {});
+  ~nothing_to_keep();
+  nothing_to_keep(const nothing_to_keep&) = delete;
+  nothing_to_keep& operator=(const nothing_to_keep&) = delete;
+};
+
 /// Ends the process by `signal` itself, its action reset to the default, once the program has
 /// done what a stop asks of it (a checkpoint saved, the lines done kept): how a program that
 /// handles SIGINT should end (https://www.cons.org/cracauer/sigint.html). A shell tells the two

@@ -53,6 +53,13 @@ bool launched_by_mpi() {
   return false;
 }
 
+/// A process of its own, not one of an MPI or --gpus job: it says what a signal does as it comes
+/// (each process of a job would say it again), and ends by the signal that stopped it.
+bool alone() { return !launched_by_mpi() && std::getenv("ATTN_RANK") == nullptr; }
+
+/// What a stop signal's notice starts with: on a terminal, the line the ^C was echoed on ends.
+std::string notice_start() { return isatty(STDERR_FILENO) == 1 ? "\n" : ""; }
+
 /// The process's communicators: `bootstrap` (MPI, when it only hands out the NCCL id) outlives
 /// `sums`, the one training uses.
 struct communicators {
@@ -258,6 +265,12 @@ class directory_lock {
   int descriptor_ = -1;
 };
 
+/// The exit status of a run stopped by `signal` before it trained: nothing to save.
+int stopped_before_training(const train::communicator& comm, int signal) {
+  if (comm.rank() == 0) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
+  return 128 + signal;
+}
+
 int train(const options& o, train::communicator& comm) {
   std::filesystem::create_directories(o.out);
   std::optional<directory_lock> lock;
@@ -281,6 +294,14 @@ int train(const options& o, train::communicator& comm) {
                              "fp32)");
   if (o.device.cuda && comm.size() > 1 && !comm.sums_device_memory())
     throw std::runtime_error("--device cuda with several processes needs NCCL's communicator");
+  // Until training starts a stop has nothing to keep (nothing trained yet to save, and a run
+  // started again prepares the data anew), so it ends the run at once, not after the time that
+  // the vocabulary and the encoding take, which grows with the corpus.
+  std::optional<examples::nothing_to_keep> preparing;
+  preparing.emplace(
+      alone() ? notice_start() + "attn-train: stopped while preparing the vocabulary and the data: nothing to save\n"
+              : std::string());
+  if (const int signal = stop_signal().load(); signal != 0) return stopped_before_training(comm, signal);
   // Line counts and UTF-8 are checked before minutes go into a vocabulary.
   const auto train_text = train::read_parallel(o.source, o.target);
   std::optional<train::parallel_text> valid_text;
@@ -294,10 +315,7 @@ int train(const options& o, train::communicator& comm) {
                               "validation data");
     s.valid_batches = train::plan_batches(s.valid_examples, std::size_t(o.batch_tokens), o.seed);
   }
-  if (const int signal = stop_signal().load(); signal != 0) {  // stopped while preparing: nothing to save
-    if (s.leader()) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
-    return 128 + signal;
-  }
+  preparing.reset();
   return chosen(s);
 }
 
@@ -318,11 +336,9 @@ int main(int argc, char** argv) {
   // Before MPI starts its threads, so that they block the stop signals too, and only the signal
   // thread takes them (stop_signals.hpp). The loop saves and stops (run.hpp). A process alone says
   // so as the signal comes; each process of a job would say it again.
-  const bool alone = !launched_by_mpi() && std::getenv("ATTN_RANK") == nullptr;
   attn::examples::take_stop_signals(
-      alone ? std::string(isatty(STDERR_FILENO) == 1 ? "\n" : "") +
-                  "attn-train: stopping after this step, saving a checkpoint (again to stop at once)\n"
-            : std::string());
+      alone() ? notice_start() + "attn-train: stopping after this step, saving a checkpoint (again to stop at once)\n"
+              : std::string());
   communicators communicators;
   try {
     communicators = make_communicator(o, &argc, &argv);
@@ -334,12 +350,10 @@ int main(int argc, char** argv) {
   // Stopped by a signal: one process ends by it, as a shell expects; the processes of a job
   // (MPI's, --gpus's) exit with 128 + it, for their launcher to read.
   const auto ended = [](int status) {
-    return launched_by_mpi() || std::getenv("ATTN_RANK") != nullptr ? status : attn::examples::finish(status);
+    return alone() ? attn::examples::finish(status) : status;
   };
-  if (const int signal = attn::examples::stop_signal().load(); signal != 0) {  // while the processes met
-    if (comm->rank() == 0) std::fprintf(stderr, "attn-train: stopped by a signal before training\n");
-    return ended(128 + signal);
-  }
+  if (const int signal = attn::examples::stop_signal().load(); signal != 0)  // while the processes met
+    return ended(stopped_before_training(*comm, signal));
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif

@@ -10,10 +10,12 @@ resume, and every kind of bad input the trainer promises to report.
 import json
 import math
 import os
+import random
 import re
 import resource
 import shutil
 import signal
+import string
 import struct
 import subprocess
 import sys
@@ -657,6 +659,34 @@ class BadInput(unittest.TestCase):
         self.assertGreaterEqual(step, 20)
         done = train(out, "--resume", "--max-steps", step + 2)
         self.assertIn(f"resumed from {saved[0]} at step {step}", done.stderr)
+
+    def test_a_stop_while_the_data_is_prepared_ends_the_run_at_once(self):
+        # Nothing is trained yet, so nothing is saved: the run ends as the signal comes, not once
+        # the vocabulary and the encoding are done (5 s on this corpus here, more on a larger one).
+        source, target = WORK / "large.src", WORK / "large.tgt"
+        words = random.Random(0)
+        vocabulary = ["".join(words.choices(string.ascii_lowercase, k=words.randint(2, 9))) for _ in range(20000)]
+        for path in (source, target):
+            path.write_text("".join(" ".join(words.choices(vocabulary, k=words.randint(3, 12))) + "\n"
+                                    for _ in range(100000)))
+        out = WORK / "preparing"
+        process = subprocess.Popen([str(TRAIN), "--src", source, "--tgt", target] + ONE_LAYER +
+                                   ["--threads", "1", "--out", str(out), "--max-steps", "1"],
+                                   stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+        for line in process.stderr:
+            if line.startswith("training a 8000-subword BPE vocabulary"):
+                break
+        process.send_signal(signal.SIGINT)
+        rest = process.stderr.read()
+        process.stderr.close()
+        self.assertEqual(process.wait(timeout=120), -signal.SIGINT, rest)
+        # Neither the encoding's summary nor the stop after preparing ("stopped by a signal
+        # before training").
+        self.assertEqual(rest, "attn-train: stopped while preparing the vocabulary and the data: nothing to save\n")
+        self.assertEqual(list(out.glob("checkpoint-*")), [])
+        # What the stop left (a vocabulary half written, perhaps) does not hold up a new run.
+        done = train(out, "--max-steps", 2)
+        self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, done.stderr)
 
     def test_two_runs_cannot_share_a_directory(self):
         out = WORK / "shared"

@@ -2,7 +2,8 @@
 // actions and mask are the process's): a first SIGINT or SIGTERM is noted and announced and the
 // program goes on; a second one ends the process as it is sent, whether it comes after the first
 // was taken or together with it, and whichever thread took the first; a process that starts
-// with them blocked takes them all the same; and one ignored as the process starts stays ignored.
+// with them blocked takes them all the same; one ignored as the process starts stays ignored;
+// and while the program has nothing to keep, a first one ends the process at once.
 #include <doctest/doctest.h>
 
 #include <pthread.h>
@@ -185,4 +186,43 @@ TEST_CASE("examples: a stop signal ignored as the process starts stays ignored, 
   });
   CHECK(e.killed_by(SIGTERM));
   CHECK(e.said == "after SIGINT: 0\nstopping\nstop seen: " + std::to_string(SIGTERM) + "\nwent on\n");
+}
+
+TEST_CASE("examples: while nothing_to_keep lives, a first stop signal ends the process at once, after its notice") {
+  for (const int signal : {SIGINT, SIGTERM}) {
+    const ending e = in_child([signal] {
+      attn::examples::take_stop_signals("stopping after this step\n");
+      const attn::examples::nothing_to_keep preparing("stopped while preparing: nothing to save\n");
+      ::kill(::getpid(), signal);  // taken by the signal thread, which ends the process
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      say("not ended\n");
+    });
+    CAPTURE(signal);
+    CHECK(e.killed_by(signal));
+    CHECK(e.said == "stopped while preparing: nothing to save\n");
+  }
+}
+
+TEST_CASE("examples: a first stop signal before nothing_to_keep, or after it, is a request to stop") {
+  const ending after = in_child([] {
+    attn::examples::take_stop_signals("stopping\n");
+    { const attn::examples::nothing_to_keep preparing("stopped while preparing\n"); }
+    ::kill(::getpid(), SIGTERM);
+    await_stop();
+    say("going on\n");
+  });
+  CHECK(after.wait_status == 0);  // WIFEXITED with 0
+  CHECK(after.said == "stopping\nstop seen: " + std::to_string(SIGTERM) + "\ngoing on\n");
+
+  const ending before = in_child([] {
+    attn::examples::take_stop_signals("stopping\n");
+    ::kill(::getpid(), SIGINT);
+    await_stop();
+    const attn::examples::nothing_to_keep preparing("stopped while preparing\n");
+    say("preparing\n");  // the program sees stop_signal() and stops in order
+    ::kill(::getpid(), SIGTERM);  // a second signal still ends it as it is sent
+    say("not ended\n");
+  });
+  CHECK(before.killed_by(SIGTERM));
+  CHECK(before.said == "stopping\nstop seen: " + std::to_string(SIGINT) + "\npreparing\n");
 }
