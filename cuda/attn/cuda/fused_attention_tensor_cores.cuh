@@ -204,8 +204,8 @@ __device__ inline float modified_score_gradient(const M& m, index_t b, index_t h
 /// come as values: a reference to the problem, a kernel parameter, had every thread copy it to
 /// its stack (a 128-byte frame, whether or not dropout was on). The backward kernels' masked
 /// tiles call it too: inlined there, its 64-bit hash and 1 / (1 − dropout) in doubles made up a
-/// third of each backward kernel's SASS (sm_90: 2 000 to 3 600 instructions), and under ALiBi
-/// 64 calls of the double division's slow path and 220 more bytes spilled at D = 128.
+/// quarter to a third of each backward kernel's SASS (sm_90: 1 950 to 3 850 instructions), and
+/// under ALiBi 64 calls of the double division's slow path and 220 more bytes spilled at D = 128.
 ATTN_CUDA_NOINLINE __device__ inline float dropout_factor(random_stream stream, std::uint64_t start, double dropout,
                                                           index_t heads, index_t queries, index_t keys, index_t b,
                                                           index_t h, index_t i, index_t j) {
@@ -694,15 +694,20 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
   }
 }
 
+/// Blocks of backward_keys a multiprocessor that ptxas is held to: at D = 32 three, as before
+/// dropout_factor's call, whose registers had taken the dQ-summing kernel from 168 to 212 (two
+/// blocks). Held to 168 (sm_90), the plain kernels spill nothing, nor the key band's; ALiBi's
+/// 8 bytes at most. Wider heads need every register.
+template <int D>
+inline constexpr int backward_keys_blocks_a_multiprocessor = D <= 32 ? 3 : 1;
+
 /// dK and dV of 64 keys of one key/value head, over every query of the heads that read them.
 /// With `sums_queries` (FlashAttention-2's backward), dQ too: each query tile's dQ += dS·K over the
 /// block's keys, added with atomics into `d_q_sums` (float, [rows, d_k], zeroed before), which
 /// saves the dQ kernel's two products a tile (S and dP again) for one; the sums' order, and so
-/// their last bits, then depend on the order the blocks finish in. At D = 32 three blocks a
-/// multiprocessor, as before dropout_factor's call: its registers had taken the dQ-summing
-/// kernel from 168 to 212 (two blocks), where ptxas, held to 168, spills nothing.
+/// their last bits, then depend on the order the blocks finish in.
 template <int D, class T, class Rule, class M, bool sums_queries = false>
-__global__ void __launch_bounds__(warps * 32, D <= 32 ? 3 : 1)
+__global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiprocessor<D>)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                   const float* log2_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification,
                   float* d_q_sums) {
