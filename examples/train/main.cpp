@@ -316,6 +316,8 @@ int train(const options& o, train::communicator& comm) {
     s.valid_batches = train::plan_batches(s.valid_examples, std::size_t(o.batch_tokens), o.seed);
   }
   preparing.reset();
+  // A signal whose handler ran as `preparing` was made, before it could see it.
+  if (const int signal = stop_signal().load(); signal != 0) return stopped_before_training(comm, signal);
   return chosen(s);
 }
 

@@ -664,27 +664,39 @@ class BadInput(unittest.TestCase):
         # Nothing is trained yet, so nothing is saved: the run ends as the signal comes, not once
         # the vocabulary and the encoding are done (5 s on this corpus here, more on a larger one).
         source, target = WORK / "large.src", WORK / "large.tgt"
-        words = random.Random(0)
-        vocabulary = ["".join(words.choices(string.ascii_lowercase, k=words.randint(2, 9))) for _ in range(20000)]
+        draw = random.Random(0)
+        lexicon = ["".join(draw.choices(string.ascii_lowercase, k=draw.randint(2, 9))) for _ in range(20000)]
         for path in (source, target):
-            path.write_text("".join(" ".join(words.choices(vocabulary, k=words.randint(3, 12))) + "\n"
+            path.write_text("".join(" ".join(draw.choices(lexicon, k=draw.randint(3, 12))) + "\n"
                                     for _ in range(100000)))
         out = WORK / "preparing"
         process = subprocess.Popen([str(TRAIN), "--src", source, "--tgt", target] + ONE_LAYER +
                                    ["--threads", "1", "--out", str(out), "--max-steps", "1"],
                                    stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_WAIT_POLICY="passive"))
-        for line in process.stderr:
-            if line.startswith("training a 8000-subword BPE vocabulary"):
-                break
-        process.send_signal(signal.SIGINT)
-        rest = process.stderr.read()
-        process.stderr.close()
-        self.assertEqual(process.wait(timeout=120), -signal.SIGINT, rest)
+        try:
+            said = []
+            for line in process.stderr:
+                said.append(line)
+                if line.startswith("training a 8000-subword BPE vocabulary"):
+                    break
+            process.send_signal(signal.SIGINT)
+            said.append(process.stderr.read())
+            status = process.wait(timeout=120)
+        finally:
+            if process.poll() is None:  # a failed check: end it
+                process.kill()
+                process.wait()
+            process.stderr.close()
+        said = "".join(said)
+        self.assertEqual(status, -signal.SIGINT, said)
         # Neither the encoding's summary nor the stop after preparing ("stopped by a signal
         # before training").
-        self.assertEqual(rest, "attn-train: stopped while preparing the vocabulary and the data: nothing to save\n")
+        notice = "attn-train: stopped while preparing the vocabulary and the data: nothing to save\n"
+        self.assertTrue(said.endswith(f"BPE vocabulary on {source} and {target}\n{notice}"), said)
         self.assertEqual(list(out.glob("checkpoint-*")), [])
-        # What the stop left (a vocabulary half written, perhaps) does not hold up a new run.
+        # A vocabulary the stop left half written does not hold up a new run.
+        vocabulary = out / "vocab.model"
+        vocabulary.write_bytes(vocabulary.read_bytes()[:100] if vocabulary.exists() else b"half")
         done = train(out, "--max-steps", 2)
         self.assertEqual(len(list(out.glob("checkpoint-*.safetensors"))), 1, done.stderr)
 
