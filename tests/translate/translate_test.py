@@ -393,9 +393,11 @@ class Stopping(unittest.TestCase):
         self.assertEqual([line.rstrip("\n") for line in lines], [expected[i % 100] for i in range(len(lines))])
 
         # Two signals of two kinds (two of one kind may arrive as one): the second ends the program
-        # before the first's orderly stop (examples/common/stop_signals.cpp; tests/unit/examples send
-        # them apart too). Both are sent while the process is stopped, so that its batch cannot end
-        # between the two sends: once it did, in CI, and the first signal's stop ran.
+        # before the first's orderly stop (examples/common/stop_signals.cpp). Both are sent while the
+        # process is stopped, so that its batch cannot end between the two sends: once it did, in CI,
+        # and the first signal's stop ran. Linux then hands the handler the lower-numbered SIGINT,
+        # and the pending SIGTERM ends the process as the handler unblocks it, before the stop is
+        # noted; tests/unit/examples also send the second after the first was taken.
         with self.start("--run", MODEL_DIR, "--input", self.long_input(200), "--beam", 8, "--batch-size", 256,
                         "--output", WORK / "killed.txt") as process:
             self.wait_for_progress(process.stderr, 2000)
