@@ -12,9 +12,11 @@
 // evaluated inside the CUDA-core kernels; forward + backward includes the slopes' gradient),
 // through grad::fused_attention as a model calls it. With --window W, also restricted attention's
 // band (keys within W positions of the query: key_band{−W, W}, restricted:2W+1), fused, its
-// FLOPs counted over the pairs the band lets through (4·pairs·d·h·batch forward).
+// FLOPs counted over the pairs the band lets through (4·pairs·d·h·batch forward). With --dropout P,
+// also dropout P on the attention weights, fused: on tensor cores every tile then takes the masked
+// path, its factor a call a weight; FLOPs counted as without it.
 //   attention_gpu [--lengths 512,1024,...] [--types bf16,fp32] [--unfused-max 4096] [--repeat 10] [--alibi]
-//                 [--window W]
+//                 [--window W] [--dropout P]
 #include <attn/cuda/cuda.cuh>
 #include <attn/grad.hpp>
 #include <attn/nn/attention.hpp>
@@ -52,6 +54,7 @@ struct options {
   bool alibi = false;
   bool heads_in_rows = false;  // also the tensor-core kernels on [batch, n, heads, d]
   index_t window = 0;          // 0: no band
+  double dropout = 0;          // 0: no dropout case
 };
 
 options parse(int argc, char** argv) {
@@ -71,7 +74,8 @@ options parse(int argc, char** argv) {
           "  --alibi             also ALiBi with learned slopes, fused\n"
           "  --heads-in-rows     bf16: also the tensor-core kernels on q, k, v as [batch, n, heads, d] (the\n"
           "                      model's rows, as nn's fused path hands them over)\n"
-          "  --window W          also a band of keys within W positions of each query (restricted attention), fused");
+          "  --window W          also a band of keys within W positions of each query (restricted attention), fused\n"
+          "  --dropout P         also dropout P on the attention weights (not the paper's; tensor2tensor's), fused");
       std::exit(0);
     }
     if (flag == "--heads-in-rows") {
@@ -100,6 +104,9 @@ options parse(int argc, char** argv) {
     } else if (flag == "--window") {
       o.window = std::stoll(value);
       if (o.window < 1) throw std::invalid_argument("--window needs a positive number of positions");
+    } else if (flag == "--dropout") {
+      o.dropout = std::stod(value);
+      if (!(o.dropout > 0 && o.dropout < 1)) throw std::invalid_argument("--dropout needs a probability in (0, 1)");
     } else {
       throw std::invalid_argument("unknown option " + flag + " (--help)");
     }
@@ -139,11 +146,11 @@ void print(const measurement& m) {
 }
 
 /// The fused kernels, called as grad::fused_attention calls them (grad::fused_attention_in_rows
-/// when in_rows).
+/// when in_rows), with `dropout` on the weights.
 template <class T, class Rule = every_pair>
 measurement fused(const std::string& type, index_t batch, index_t heads, index_t n, index_t d, bool causal,
                   int repeat, const std::string& path = "fused", Rule rule = {}, bool deterministic = false,
-                  bool in_rows = false) {
+                  bool in_rows = false, double dropout = 0) {
   const std::size_t size = static_cast<std::size_t>(batch * heads * n * d);
   T* q = upload(random_host<T>(size, 1));
   T* k = upload(random_host<T>(size, 2));
@@ -161,6 +168,8 @@ measurement fused(const std::string& type, index_t batch, index_t heads, index_t
   p.causal = causal;
   p.deterministic = deterministic;
   p.heads_in_rows = in_rows;
+  p.dropout = dropout;
+  p.dropout_stream = random_stream(5);
   const T* const no_bias = nullptr;
   measurement m{path, type, n, batch, heads, d, causal, 0, 0};
   m.forward_ms = median_ms(repeat, [&] { fused_attention<gpu>::forward(p, q, k, v, no_bias, out, lse, rule); });
@@ -262,6 +271,15 @@ measurement windowed(const options& o, const std::string& type, index_t batch, i
   return m;
 }
 
+/// Dropout o.dropout on the weights, fused.
+template <class T>
+measurement with_dropout(const options& o, const std::string& type, index_t batch, index_t heads, index_t n, index_t d,
+                         bool causal, const std::string& cores) {
+  char name[32];
+  std::snprintf(name, sizeof name, "fused dropout %g", o.dropout);
+  return fused<T>(type, batch, heads, n, d, causal, o.repeat, name + cores, every_pair{}, false, false, o.dropout);
+}
+
 template <class T, class Heads, class Width>
 void lengths(const options& o, const std::string& type) {
   for (const index_t n : o.lengths) {
@@ -285,12 +303,14 @@ void lengths(const options& o, const std::string& type) {
                            "fused" + cores + " heads in rows", every_pair{}, false, true));
           if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi" + cores));
           if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));
+          if (o.dropout > 0) print(with_dropout<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));
         }
         tensor_cores::enabled() = by_default;
       } else {
         print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat));
         if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi"));
         if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, ""));
+        if (o.dropout > 0) print(with_dropout<T>(o, type, batch, Heads::extent, n, Width::extent, causal, ""));
       }
       if (n <= o.unfused_max) print(unfused<T, Heads, Width>(type, batch, n, causal, o.repeat));
       // What the unfused path's [batch, heads, n, n] tensors took goes back to the driver.

@@ -23,6 +23,10 @@ when causal) on each side: attn's fused kernels walking only the band's tiles, F
 the band's block mask, and SDPA with the band as a boolean mask (up to --unfused-max). FLOPs
 count the pairs the band lets through: 4·pairs·d·heads·batch forward.
 
+With --dropout P, dropout P on the attention weights: attn's fused kernels (their dropout factor
+from the counter-based stream) against SDPA's flash back end with dropout_p (bf16), FLOPs counted
+as without it.
+
 Usage (on a machine with a GPU and PyTorch with CUDA):
   bench/attention_vs_torch.py --attention-gpu build/bench/attention_gpu [--json out.json]
 """
@@ -130,6 +134,10 @@ def torch_side(args):
                             visible &= positions[None, :] <= positions[:, None]
                         candidates.append(("torch sdpa window", lambda visible=visible:
                                            F.scaled_dot_product_attention(q, k, v, attn_mask=visible)))
+                    if args.dropout and type_name == "bf16":
+                        candidates.append((f"torch sdpa flash dropout {args.dropout:g}", lambda causal=causal:
+                                           _sdpa(F, sdpa_kernel, SDPBackend.FLASH_ATTENTION, q, k, v, causal,
+                                                 args.dropout)))
                     for impl, attend in candidates:
                         record = {"impl": impl, "type": type_name, "n": n, "batch": batch, "heads": heads, "d": d,
                                   "causal": causal}
@@ -157,9 +165,9 @@ def torch_side(args):
     return records
 
 
-def _sdpa(F, sdpa_kernel, backend, q, k, v, causal):
+def _sdpa(F, sdpa_kernel, backend, q, k, v, causal, dropout=0.0):
     with sdpa_kernel([backend]):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
 
 
 def attn_side(args):
@@ -167,7 +175,8 @@ def attn_side(args):
                ",".join(args.types), "--tokens", str(args.tokens), "--unfused-max", str(args.unfused_max),
                "--cuda-cores-max", str(args.cuda_cores_max), "--repeat", str(args.repeat)] + (["--alibi"] if args.alibi else []) + \
               (["--heads-in-rows"] if args.heads_in_rows else []) + \
-              (["--window", str(args.window)] if args.window else [])
+              (["--window", str(args.window)] if args.window else []) + \
+              (["--dropout", str(args.dropout)] if args.dropout else [])
     records = []
     # Line by line as they come, so that a run stopped part-way still leaves its measurements.
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
@@ -223,6 +232,8 @@ def main():
                    help="also attn's tensor-core kernels on [batch, n, heads, d], as nn's fused path hands them over")
     p.add_argument("--window", type=int, default=0,
                    help="also restricted attention's band, keys within this many positions, on each side")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="also dropout on the attention weights, attn's fused kernels against SDPA flash's")
     p.add_argument("--json", type=Path, help="write every measurement here")
     args = p.parse_args()
     args.lengths = [int(n) for n in args.lengths.split(",")]
