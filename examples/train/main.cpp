@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -297,8 +298,9 @@ int train(const options& o, train::communicator& comm) {
   // Until training starts a stop has nothing to keep (nothing trained yet to save, and a run
   // started again prepares the data anew), so it ends the run at once, not after the time that
   // the vocabulary and the encoding take, which grows with the corpus.
-  std::optional<examples::nothing_to_keep> preparing;
-  preparing.emplace(
+  // A signal before it (while the processes met, MPI's or NCCL's) stops the run here.
+  std::optional<examples::nothing_to_keep> preparing(
+      std::in_place,
       alone() ? notice_start() + "attn-train: stopped while preparing the vocabulary and the data: nothing to save\n"
               : std::string());
   if (const int signal = stop_signal().load(); signal != 0) return stopped_before_training(comm, signal);
@@ -349,19 +351,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<attn::train::communicator>& comm = communicators.sums;
-  // Stopped by a signal: one process ends by it, as a shell expects; the processes of a job
-  // (MPI's, --gpus's) exit with 128 + it, for their launcher to read.
-  const auto ended = [](int status) {
-    return alone() ? attn::examples::finish(status) : status;
-  };
-  if (const int signal = attn::examples::stop_signal().load(); signal != 0)  // while the processes met
-    return ended(stopped_before_training(*comm, signal));
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a write fail (and be reported), not kill us
   try {
-    return ended(train(o, *comm));
+    // Stopped by a signal: one process ends by it, as a shell expects; the processes of a job
+    // (MPI's, --gpus's) exit with 128 + it, for their launcher to read.
+    const int status = train(o, *comm);
+    return alone() ? attn::examples::finish(status) : status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-train: %s\n", e.what());
     // The other processes may be waiting in a collective for this one: end them all.
