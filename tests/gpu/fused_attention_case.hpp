@@ -39,6 +39,7 @@ struct sizes {
   std::optional<attn::key_band> band = {};  // a rule (restricted attention's), with no modification
   bool band_as_expression = false;  // the band given as an expression (grad::pair_rule)
   bool heads_in_rows = false;  // q, k, v and out as [batch, length, heads, d] (fused_attention_in_rows)
+  bool ragged = false;  // every sentence's keys end at a place of its own (after `padded`'s)
 
   std::string str() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads) + "/" + std::to_string(kv_heads) + " q" +
@@ -48,9 +49,18 @@ struct sizes {
            (modified == modification::alibi ? " alibi" : modified == modification::soft_cap ? " soft cap" : "") +
            (modified != modification::none && !learns ? " frozen" : "") +
            (band ? " band " + std::to_string(band->first) + ".." + std::to_string(band->last) : "") +
-           (band_as_expression ? " as an expression" : "") + (heads_in_rows ? " in rows" : "");
+           (band_as_expression ? " as an expression" : "") + (heads_in_rows ? " in rows" : "") +
+           (ragged ? " ragged" : "");
   }
 };
+
+/// Where sentence b's keys end: at `keys`, but for the last sentence when padded (half of them,
+/// or none when empty) and every sentence when ragged (keys − 3b mod keys, from the keys' end
+/// down in steps of three).
+inline index_t key_length(const sizes& z, index_t b) {
+  if (z.padded && b == z.batch - 1) return z.empty ? 0 : (z.keys + 1) / 2;
+  return z.ragged ? z.keys - 3 * b % z.keys : z.keys;
+}
 
 /// Whether T runs case z: a band given as an expression runs in float and bfloat16 alone. Its
 /// plan is the same for every type; its kernels, one rule more for every kernel of every type,
@@ -147,7 +157,7 @@ result run(const sizes& z, unsigned seed) {
       to_device<Device>(z.modified == modification::soft_cap ? random(extents<shape<H>>(z.heads), 2, 5) : per_head),
       z.learns);
   tensor<index_t, shape<B>, cpu> lengths_host(extents<shape<B>>(z.batch));
-  for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = z.padded && b == z.batch - 1 ? (z.empty ? 0 : (z.keys + 1) / 2) : z.keys;
+  for (index_t b = 0; b < z.batch; ++b) lengths_host(b) = key_length(z, b);
 
   grad::variable<T, shape<B, H, Q, DK>, Device> q(to_device<Device>(q_host), true);
   grad::variable<T, shape<B, G, K, DK>, Device> k(to_device<Device>(k_host), true);
@@ -252,8 +262,8 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
   auto bias = random(bias_size);
   for (auto& e : bias)
     if (float(e) < -0.8f) e = T(-1e9f);  // a tenth of the pairs hidden (at or below hidden_bias; float16's is −∞)
-  std::vector<index_t> lengths(static_cast<std::size_t>(z.batch), z.keys);
-  if (z.padded) lengths.back() = z.empty ? 0 : (z.keys + 1) / 2;
+  std::vector<index_t> lengths(static_cast<std::size_t>(z.batch));
+  for (index_t b = 0; b < z.batch; ++b) lengths[std::size_t(b)] = key_length(z, b);
 
   const auto on_device = [](const auto& host) {
     using E = typename std::decay_t<decltype(host)>::value_type;
@@ -336,8 +346,9 @@ result run_kernel(const sizes& z, unsigned seed, const Make& make = {}) {
 
 /// The cases both sides run: lengths 1, 17, 128, 129 and 1000, head widths 32, 64 and 128,
 /// padding (a sentence with no keys too), causal (and shifted) masks, a bias, grouped and
-/// multi-query heads, dropout, ALiBi and a soft cap with learned inputs, and bands of keys, in
-/// the kernels' form and as expressions.
+/// multi-query heads, dropout, ALiBi and a soft cap with learned inputs, bands of keys, in the
+/// kernels' form and as expressions, the heads in rows, and short sentences in rows with keys
+/// that end where each sentence's own length says (several sentences a block on tensor cores).
 inline std::vector<sizes> cases() {
   std::vector<sizes> all;
   for (index_t length : {1, 17, 128, 129, 1000})
@@ -401,6 +412,27 @@ inline std::vector<sizes> cases() {
                  .causal = true, .padded = true, .biased = true, .dropout = 0.2, .heads_in_rows = true});
   all.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .queries = 129, .keys = 129, .d_k = 64, .d_v = 64,
                  .causal = true, .padded = true, .modified = modification::alibi, .heads_in_rows = true});
+  // Short sentences in rows, several a block on tensor cores (fused_attention_tensor_cores::
+  // block_sentences): groups of sentences whole and cut by the batch's end, the pairs across
+  // sentences hidden; self- and cross-attention, every mask and modification.
+  all.push_back({.batch = 11, .heads = 4, .kv_heads = 2, .queries = 10, .keys = 10, .d_k = 64, .d_v = 64,
+                 .causal = true, .heads_in_rows = true, .ragged = true});  // a decoder's: 6 a block, then 5
+  all.push_back({.batch = 7, .heads = 2, .kv_heads = 2, .queries = 9, .keys = 13, .d_k = 32, .d_v = 32,
+                 .biased = true, .heads_in_rows = true, .ragged = true});  // a decoder's look at the source: 4, 3
+  all.push_back({.batch = 5, .heads = 4, .kv_heads = 1, .queries = 1, .keys = 1, .d_k = 128, .d_v = 128,
+                 .heads_in_rows = true});  // five sentences of one token in a block
+  all.push_back({.batch = 9, .heads = 4, .kv_heads = 2, .queries = 17, .keys = 17, .d_k = 64, .d_v = 64,
+                 .causal = true, .padded = true, .dropout = 0.2, .heads_in_rows = true});
+  all.push_back({.batch = 5, .heads = 2, .kv_heads = 1, .queries = 8, .keys = 20, .d_k = 64, .d_v = 64,
+                 .causal = true, .first_query = 12, .heads_in_rows = true});  // decoding-like shift
+  all.push_back({.batch = 5, .heads = 2, .kv_heads = 2, .queries = 14, .keys = 14, .d_k = 33, .d_v = 20,
+                 .heads_in_rows = true, .ragged = true});  // odd widths: no 16-byte copies
+  all.push_back({.batch = 4, .heads = 2, .kv_heads = 1, .queries = 11, .keys = 11, .d_k = 32, .d_v = 32,
+                 .padded = true, .empty = true, .heads_in_rows = true});  // a sentence with no keys
+  all.push_back({.batch = 6, .heads = 4, .kv_heads = 4, .queries = 12, .keys = 12, .d_k = 64, .d_v = 64,
+                 .causal = true, .modified = modification::alibi, .heads_in_rows = true, .ragged = true});
+  all.push_back({.batch = 6, .heads = 2, .kv_heads = 2, .queries = 15, .keys = 15, .d_k = 32, .d_v = 32,
+                 .band = attn::key_band{-3, 3}, .heads_in_rows = true});
   return all;
 }
 

@@ -106,26 +106,6 @@ struct column_span {
   int begin, end;
 };
 
-/// The queries from `query` on, as columns of a tile of `tile`, that may see key j: from the
-/// first the causal rule lets see it to the queries' end (none where j is past padding's end),
-/// for the kernel that takes keys as rows.
-__device__ inline column_span queries_seeing_key(const fused_attention_problem& p, index_t j, index_t query,
-                                                 index_t key_end, int tile) {
-  if (j >= key_end) return {0, 0};
-  const auto column = [&](index_t i) { return i <= query ? 0 : i - query < tile ? int(i - query) : tile; };
-  return {p.causal ? column(j - p.first_query) : 0, column(p.queries)};
-}
-
-/// How many of the keys from `key` on query i may see before padding's end or the causal
-/// diagonal stops it (none where i is past the queries), at most `tile`: the masks that end a
-/// row, as a count a tile's per-pair checks compare a column with.
-__device__ inline int keys_before_row_end(const fused_attention_problem& p, index_t i, index_t key, index_t key_end,
-                                          int tile) {
-  if (i >= p.queries) return 0;
-  const index_t end = keys_seen(p, i, 1, key_end);  // a block of one row
-  return end <= key ? 0 : end - key < tile ? int(end - key) : tile;
-}
-
 /// Where head h of sentence b finds its rows, and those of the key/value head it reads.
 struct heads_of {
   index_t query_row;  // first row of (b, h) in [batch · heads · queries]: log_sum_exp's, the row terms'

@@ -9,6 +9,9 @@
 //              dPᵀ = V·dOᵀ a 64-query tile at a time, dV += Pᵀ·dO and dK += dSᵀ·Q, and dQ += dS·K
 //              added into float sums with atomics (FlashAttention-2's). Deterministic on request
 //              (the same bits every run): dQ then by a block a (sentence, head, 64 queries).
+// With the heads in rows, sentences of up to 32 tokens go several to a block, a tile of each side
+// holding them all (block_sentences): a sentence of ten tokens alone had left 54 of a block's 64
+// rows idle.
 // Each kernel double-buffers the tiles it walks through in dynamic shared memory: the next one
 // is copied asynchronously (async_copy.cuh) while the tensor cores work on the current one.
 // Scores are float; the masks (padding, causal, a rule, a bias), a variant's score modification
@@ -256,6 +259,98 @@ __device__ inline bool unmasked(const fused_attention_problem& p, index_t first_
          (!p.causal || key + tile_rows - 1 <= p.first_query + first_query);
 }
 
+/// Whether the launcher packs short sentences into blocks (block_sentences): yes, unless
+/// ATTN_FUSED_PACKING=0 in the environment (benchmarks time both). Read by the host at each call.
+inline bool& packs_sentences() {
+  static bool on = on_unless_zero("ATTN_FUSED_PACKING");
+  return on;
+}
+
+/// Row x of the rows from `first`, as a column of their tile: 0 before it, tile_rows past it.
+__device__ inline int column_of(index_t x, index_t first) {
+  return x <= first ? 0 : x - first < tile_rows ? int(x - first) : tile_rows;
+}
+
+/// A query row's place in a block (block_sentences::query_place_of): its sentence b and index i
+/// there, and the block's keys it may see, from `keys_from` (its sentence's first) to `keys_end`
+/// (padding's end and the causal rule; empty for a row past the block's).
+struct query_place {
+  index_t b, i, keys_from, keys_end;
+};
+/// A key row's place (block_sentences::key_place_of): its sentence b and index j there, where its
+/// sentence's queries start among the block's (`queries_from`), and whether it is one of the
+/// sentence's keys (before padding's end).
+struct key_place {
+  index_t b, j, queries_from;
+  bool seen;
+};
+
+/// The sentences a block takes. Unpacked (`packs` false), one: the block's rows are rows of
+/// sentence `first`. Packed, where the launcher packs them (fused_attention_launch::
+/// sentences_a_block: the heads in rows, so that a head's rows of consecutive sentences lie one
+/// row stride apart, and sentences short enough that two or more fill a tile), `packed` whole
+/// sentences from `first` (fewer at the batch's end), one after the other: the block's query row
+/// x is row x − s·queries of sentence first + s, s = x / queries, its key row y row y − s·keys of
+/// sentence first + y / keys, and the pairs of two sentences are hidden as padding is. A block
+/// then takes one tile of each (packed · queries and packed · keys at most tile_rows): a batch of
+/// sentences of ten tokens had left 54 of each block's 64 rows idle, in as many blocks as
+/// sentences and heads. A compile-time choice: the run-time one had cost the unpacked kernels
+/// registers, and at D = 128 up to 232 bytes more spilled (sm_90, ptxas).
+template <bool packs>
+struct block_sentences {
+  index_t first, count;
+
+  /// Group `group` of `packed` sentences from sentence `from` (packed), or sentence from + group.
+  __device__ block_sentences(const fused_attention_problem& p, index_t packed, index_t group, index_t from = 0)
+      : first(from + group * (packs ? packed : 1)),
+        count(!packs ? 1 : p.batch - first < packed ? p.batch - first : packed) {}
+
+  /// The end of the block's query rows, and of its key rows.
+  __device__ index_t query_end(const fused_attention_problem& p) const { return packs ? count * p.queries : p.queries; }
+  __device__ index_t key_end(const fused_attention_problem& p) const { return packs ? count * p.keys : p.keys; }
+  /// Which of the block's sentences row x lies in, its sentence's rows `length` long (count or
+  /// more: past them).
+  __device__ index_t sentence_of(index_t x, index_t length) const {
+    if constexpr (packs) return index_t(int(x) / int(length));  // x < tile_rows
+    else return 0;
+  }
+
+  /// Query row x's place; `key_end` is sentence first's end of keys.
+  __device__ query_place query_place_of(const fused_attention_problem& p, index_t x, index_t key_end) const {
+    const index_t s = sentence_of(x, p.queries), b = first + s, i = x - s * p.queries, from = s * p.keys;
+    if ((packs && s >= count) || i >= p.queries) return {b, i, from, from};
+    return {b, i, from, from + kernels::keys_seen(p, i, 1, packs && s > 0 ? kernels::key_end_of(p, b) : key_end)};
+  }
+  /// Key row y's place.
+  __device__ key_place key_place_of(const fused_attention_problem& p, index_t y, index_t key_end) const {
+    const index_t s = sentence_of(y, p.keys), b = first + s, j = y - s * p.keys;
+    const bool seen = (!packs || s < count) && j < (packs && s > 0 ? kernels::key_end_of(p, b) : key_end);
+    return {b, j, s * p.queries, seen};
+  }
+  /// The columns of a tile of keys from `key` that query row `row` may see; unpacked, from the
+  /// tile's first (every row's keys start at 0).
+  __device__ kernels::column_span key_columns(const query_place& row, index_t key) const {
+    return {packs ? column_of(row.keys_from, key) : 0, column_of(row.keys_end, key)};
+  }
+  /// The columns of a tile of queries from `query` that may see key row `row`: its sentence's,
+  /// from the first the causal rule lets see it (none past padding's end).
+  __device__ kernels::column_span query_columns(const fused_attention_problem& p, const key_place& row,
+                                                index_t query) const {
+    if (!row.seen) return {0, 0};
+    const index_t from = row.queries_from;
+    // Packed, the causal rule's first query no earlier than the sentence's (j − first_query may be
+    // negative); unpacked, a column before the tile's first is 0 anyway.
+    const index_t causal_from = packs ? from + kernels::first_query_seeing(p, row.j) : row.j - p.first_query;
+    return {p.causal ? column_of(causal_from, query) : packs ? column_of(from, query) : 0,
+            column_of(from + p.queries, query)};
+  }
+  /// Where query row x's log-sum-exp and row terms are in [batch · heads · queries], for head h.
+  __device__ index_t row_of(const fused_attention_problem& p, index_t h, index_t x) const {
+    const index_t s = sentence_of(x, p.queries);
+    return ((first + s) * p.heads + h) * p.queries + x - s * p.queries;
+  }
+};
+
 /// scores += A·Xᵀ for the warp's 16 rows: A as D / 16 fragments, X the staged tile of tile_rows
 /// rows (X's rows are the product's columns: keys against queries, or the reverse), its
 /// fragments loaded two at a time.
@@ -367,8 +462,10 @@ inline constexpr int forward_block_rows = 16 * warps;
 
 /// Blocks a multiprocessor the forward is compiled for: three cap its registers at 168 (180
 /// unbounded at D = 128, which allows two; a few spill): 1.2 times the speed at D = 128 on an H200
-/// (docs/benchmarks.md, "GPU: the third run"), the same at 32 and 64, which fit three anyway.
-inline constexpr int forward_blocks_a_multiprocessor = 3;
+/// (docs/benchmarks.md, "GPU: the third run"), the same at 32 and 64, which fit three anyway. On
+/// packed sentences at D = 128 two: held to 168, ptxas spilled 108 bytes (204 registers unbounded).
+template <int D, bool packs>
+inline constexpr int forward_blocks_a_multiprocessor = packs && D > 64 ? 2 : 3;
 
 /// One step of the online softmax for the lane's two rows of a block of 16: `scores` (times
 /// log2 e, or as they are where `natural`; −∞ where hidden) become the weights against the rows'
@@ -403,20 +500,23 @@ __device__ inline void online_softmax(float (&scores)[tile_rows / 8][4], float (
     }
 }
 
-template <int D, class T, class Rule, class M>
-__global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
+template <int D, class T, class Rule, class M, bool packs = false>
+__global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor<D, packs>)
     forward(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, T* out, float* log_sum_exp,
-            Rule rule, M modification) {
+            Rule rule, M modification, index_t packed) {
   constexpr int S = stride<D>, tile = tile_rows * S, block_rows = forward_block_rows<D, M>;
   static_assert(block_rows <= 2 * tile_rows, "the block's queries are staged in the second tiles' place");
+  static_assert(block_rows >= tile_rows, "packed sentences: a tile's queries a block");
   std::uint16_t* const staged = dynamic_shared_memory<std::uint16_t>();  // [2][keys, values][tile]
-  const index_t b = blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
+  const block_sentences<packs> sentences(p, packed, blockIdx.z);
+  const index_t b = sentences.first, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t warp_first = first + warp * 16;  // the warp's 16 queries from here
   const index_t rows[2] = {warp_first + g, warp_first + g + 8};  // the lane's two of them
   const kernels::heads_of at(p, b, h);
-  const index_t key_end = kernels::key_end_of(p, b);
-  const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
+  const index_t key_end = kernels::key_end_of(p, b), query_end = sentences.query_end(p);
+  const index_span block_keys =
+      packs ? index_span{0, sentences.key_end(p)} : kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
   const key_value_tiles<D, T> tiles{staged, k + at.k.start, v + at.v.start, block_keys.begin, block_keys.end,
                                     p.d_k,  p.d_v,          at.k.stride,    at.v.stride,      k_vectors,
@@ -430,7 +530,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
   for (int part = 0; part < block_rows / tile_rows; ++part) {
     const index_t from = first + part * tile_rows;
     stage<D>(block_queries + part * tile, q + at.q.start, from,
-             p.queries - from < tile_rows ? p.queries - from : tile_rows, p.d_k, at.q.stride, k_vectors);
+             query_end - from < tile_rows ? query_end - from : tile_rows, p.d_k, at.q.stride, k_vectors);
   }
   __syncthreads();
 #pragma unroll
@@ -451,7 +551,7 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     // The scores in the softmax's units, -∞ where hidden: checked pair by pair only on tiles that a mask
     // can touch. A check or a branch a score, on tiles none can, had cost the forward as many
     // instructions as its products (sm_90 SASS; docs/fused-attention.md).
-    if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule)) {
+    if (!packs && unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule)) {
 #pragma unroll
       for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
@@ -459,20 +559,26 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
           scores[n][e] =
               softmax_score(modification, b, h, rows[e / 2], key + n * 8 + 2 * t + e % 2, scores[n][e], scale);
     } else {
-      // Padding and the causal rule end a row: a column compared with the row's count; a rule
-      // and a bias asked pair by pair.
-      const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
-                           kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
+      // Padding, the causal rule and the sentence's end among packed ones bound a row: a column
+      // compared with the row's span; a rule and a bias asked pair by pair, at the pair's place
+      // in its sentence.
+      const query_place row[2] = {sentences.query_place_of(p, rows[0], key_end),
+                                  sentences.query_place_of(p, rows[1], key_end)};
+      const kernels::column_span seen[2] = {sentences.key_columns(row[0], key), sentences.key_columns(row[1], key)};
 #pragma unroll
       for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int column = n * 8 + 2 * t + e % 2;
-          const index_t i = rows[e / 2], j = key + column;
+          const query_place& at_row = row[e / 2];
+          // Unpacked, the place spelled out, as in the dQ kernel.
+          const index_t pair_b = packs ? at_row.b : b, i = packs ? at_row.i : rows[e / 2];
+          const index_t j = packs ? key + column - at_row.keys_from : key + column;
           float s = -INFINITY;
-          if (column < seen[e / 2] && kernels::rule_and_bias_allow(p, b, i, j, bias, rule)) {
-            s = softmax_score(modification, b, h, i, j, scores[n][e], scale);
-            if (bias) s += float(bias[(b * p.queries + i) * p.keys + j]) * (natural ? 1.f : log2_e);
+          if (column >= seen[e / 2].begin && column < seen[e / 2].end &&
+              kernels::rule_and_bias_allow(p, pair_b, i, j, bias, rule)) {
+            s = softmax_score(modification, pair_b, h, i, j, scores[n][e], scale);
+            if (bias) s += float(bias[(pair_b * p.queries + i) * p.keys + j]) * (natural ? 1.f : log2_e);
           }
           scores[n][e] = s;
         }
@@ -480,12 +586,19 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     online_softmax<D, natural>(scores, acc, running_max, running_sum);
     // After the sums: dropout acts on softmax's output, whose normaliser counts every weight.
     if (p.dropout > 0) {
+      const query_place row[2] = {sentences.query_place_of(p, rows[0], key_end),
+                                  sentences.query_place_of(p, rows[1], key_end)};
 #pragma unroll
       for (int n = 0; n < tile_rows / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          scores[n][e] *= dropout_factor(p.dropout_stream, p.dropout_start, p.dropout, p.heads, p.queries, p.keys, b, h,
-                                         rows[e / 2], key + n * 8 + 2 * t + e % 2);
+        for (int e = 0; e < 4; ++e) {
+          const query_place& at_row = row[e / 2];
+          const index_t j = key + n * 8 + 2 * t + e % 2;
+          scores[n][e] *= packs ? dropout_factor(p.dropout_stream, p.dropout_start, p.dropout, p.heads, p.queries,
+                                                 p.keys, at_row.b, h, at_row.i, j - at_row.keys_from)
+                                : dropout_factor(p.dropout_stream, p.dropout_start, p.dropout, p.heads, p.queries,
+                                                 p.keys, b, h, rows[e / 2], j);
+        }
     }
 
     multiply_add_tile<T, D>(acc, scores, values);  // O += P·V
@@ -497,9 +610,9 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor)
     const float sum = group_sum(running_sum[half]);
     inverse_sum[half] = sum > 0 ? 1 / sum : 0.f;  // 0: a row with no visible key
     const float lse = natural ? running_max[half] + log2f(sum) * ln_2 : (running_max[half] + log2f(sum)) * ln_2;
-    if (t == 0 && rows[half] < p.queries) log_sum_exp[at.query_row + rows[half]] = sum > 0 ? lse : -INFINITY;
+    if (t == 0 && rows[half] < query_end) log_sum_exp[sentences.row_of(p, h, rows[half])] = sum > 0 ? lse : -INFINITY;
   }
-  store_rows<T, D>(out, at.out, p.d_v, acc, rows, p.queries, inverse_sum);
+  store_rows<T, D>(out, at.out, p.d_v, acc, rows, query_end, inverse_sum);
 }
 
 /// The weight P (dropped out) and the score gradient dS of a pair of query i and key j: dS by
@@ -697,30 +810,33 @@ __device__ inline void add_query_gradients(float* sums, index_t count, index_t w
 /// Blocks of backward_keys a multiprocessor that ptxas is held to: at D = 32 three, as before
 /// dropout_factor's call, whose registers had taken the dQ-summing kernel from 168 to 212 (two
 /// blocks). Held to 168 (sm_90), the plain kernels spill nothing, nor the key band's; ALiBi's
-/// 8 bytes at most. Wider heads need every register.
-template <int D>
-inline constexpr int backward_keys_blocks_a_multiprocessor = D <= 32 ? 3 : 1;
+/// 8 bytes at most. Wider heads need every register. On packed sentences two at D = 32: held to
+/// 168, ptxas spilled 212 bytes (128 with the dQ sums); with two, 214 registers and none.
+template <int D, bool packs>
+inline constexpr int backward_keys_blocks_a_multiprocessor = D <= 32 ? (packs ? 2 : 3) : 1;
 
 /// dK and dV of 64 keys of one key/value head, over every query of the heads that read them.
 /// With `sums_queries` (FlashAttention-2's backward), dQ too: each query tile's dQ += dS·K over the
 /// block's keys, added with atomics into `d_q_sums` (float, [rows, d_k], zeroed before), which
 /// saves the dQ kernel's two products a tile (S and dP again) for one; the sums' order, and so
 /// their last bits, then depend on the order the blocks finish in.
-template <int D, class T, class Rule, class M, bool sums_queries = false>
-__global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiprocessor<D>)
+template <int D, class T, class Rule, class M, bool sums_queries = false, bool packs = false>
+__global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiprocessor<D, packs>)
     backward_keys(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                   const float* log2_sum_exp, const float* dots, T* d_k, T* d_v, Rule rule, M modification,
-                  float* d_q_sums) {
+                  float* d_q_sums, index_t packed) {
   constexpr int S = stride<D>, tile = tile_rows * S;
   std::uint16_t* const keys = dynamic_shared_memory<std::uint16_t>();
   std::uint16_t* const values = keys + tile;
   std::uint16_t* const stages = values + tile;  // [2][queries, d_outs, log-sum-exps, dots]
   std::uint16_t* const d_scores = stages + 2 * query_stage_elements<D>;  // [keys][queries], sums_queries
 
-  const index_t b = blockIdx.z, kv_head = blockIdx.y, first_key = index_t(blockIdx.x) * block_rows;
+  const block_sentences<packs> sentences(p, packed, blockIdx.z);
+  const index_t b = sentences.first, kv_head = blockIdx.y, first_key = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first_key + warp * 16 + g, first_key + warp * 16 + g + 8};  // the lane's keys
   const index_t key_end = kernels::key_end_of(p, b);
+  const index_t query_end = sentences.query_end(p), key_row_end = sentences.key_end(p);
   const head_rows key_head = p.k_rows(b, kv_head), value_head = p.v_rows(b, kv_head);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
@@ -731,11 +847,12 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
   // n % query_tiles of head first_head + n / query_tiles. Keys past the sentence's end are seen
   // by no query: no steps, and their gradients are 0.
   const index_t first_head = kv_head * group;
-  const index_span block_queries = kernels::queries_seeing(p, first_key, block_rows, rule, tile_rows);
+  const index_span block_queries =
+      packs ? index_span{0, query_end} : kernels::queries_seeing(p, first_key, block_rows, rule, tile_rows);
   const index_t first_tile = block_queries.begin;
   const index_t query_tiles =
       first_tile < block_queries.end ? (block_queries.end - first_tile + tile_rows - 1) / tile_rows : 0;
-  const std::uint32_t steps = first_key < key_end ? std::uint32_t(group * query_tiles) : 0;
+  const std::uint32_t steps = packs || first_key < key_end ? std::uint32_t(group * query_tiles) : 0;
   // Recomputed where used rather than carried from step to step: at D = 128 this kernel has no
   // registers to spare (two carried indices made ptxas spill). A step's head and tile by a
   // multiply-high (steps < 2³²: the launcher's check), not a division at every step.
@@ -749,8 +866,8 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
   };
   const auto stage_queries = [&](std::uint32_t step, int buffer) {
     const place at = place_of(step);
-    const index_t h = at.head, query = at.query, query_row = (b * p.heads + h) * p.queries;
-    const index_t count = p.queries - query < tile_rows ? p.queries - query : tile_rows;
+    const index_t h = at.head, query = at.query;
+    const index_t count = query_end - query < tile_rows ? query_end - query : tile_rows;
     std::uint16_t* const to = stages + buffer * query_stage_elements<D>;
     const head_rows query_head = p.q_rows(b, h), d_out_head = p.out_rows(b, h);
     stage<D, true>(to, q + query_head.start, query, count, p.d_k, query_head.stride, k_vectors);
@@ -759,15 +876,16 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
     float* const dots_tile = lse_tile + tile_rows;
     for (int r = int(threadIdx.x); r < tile_rows; r += int(blockDim.x)) {
       if (r < count) {
-        async_copy::copy_4_bytes(lse_tile + r, log2_sum_exp + query_row + query + r);
-        async_copy::copy_4_bytes(dots_tile + r, dots + query_row + query + r);
+        const index_t row = sentences.row_of(p, h, query + r);
+        async_copy::copy_4_bytes(lse_tile + r, log2_sum_exp + row);
+        async_copy::copy_4_bytes(dots_tile + r, dots + row);
       } else {
         lse_tile[r] = INFINITY, dots_tile[r] = 0.f;  // rows past the end see nothing
       }
     }
   };
   if (steps > 0) {  // (a block must not leave with copies in flight)
-    const index_t block_keys = p.keys - first_key < block_rows ? p.keys - first_key : block_rows;
+    const index_t block_keys = key_row_end - first_key < block_rows ? key_row_end - first_key : block_rows;
     stage<D, true>(keys, k + key_head.start, first_key, block_keys, p.d_k, key_head.stride, k_vectors);
     stage<D, true>(values, v + value_head.start, first_key, block_keys, p.d_v, value_head.stride, v_vectors);
     stage_queries(0, 0);
@@ -823,19 +941,26 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
           d_weights[n][e] = g.d_score;
         }
     };
-    if (unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule) && !(p.dropout > 0)) {
+    if (!packs && unmasked(p, query, query + tile_rows - 1, first_key, key_end, bias, rule) &&
+        !(p.dropout > 0)) {
       each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         return unmasked_gradient(modification, b, h, query + column, rows[r], product, scale, d_weight,
                                  lse2, dot, nullptr);
       });
     } else {
-      // The queries that padding and the causal rule let see each of the lane's keys.
-      const kernels::column_span seeing[2] = {kernels::queries_seeing_key(p, rows[0], query, key_end, tile_rows),
-                                              kernels::queries_seeing_key(p, rows[1], query, key_end, tile_rows)};
+      // The queries that padding, the causal rule and the sentence's bounds among packed ones
+      // let see each of the lane's keys.
+      const key_place key_row[2] = {sentences.key_place_of(p, rows[0], key_end),
+                                    sentences.key_place_of(p, rows[1], key_end)};
+      const kernels::column_span seeing[2] = {sentences.query_columns(p, key_row[0], query),
+                                              sentences.query_columns(p, key_row[1], query)};
       each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         const bool in_row = column >= seeing[r].begin && column < seeing[r].end;
-        return gradient_of(p, b, h, query + column, rows[r], in_row, bias, rule, modification, product, d_weight, lse2,
-                           dot, nullptr);
+        if constexpr (!packs)  // as in the dQ kernel
+          return gradient_of(p, b, h, query + column, rows[r], in_row, bias, rule, modification, product, d_weight,
+                             lse2, dot, nullptr);
+        return gradient_of(p, key_row[r].b, h, query + column - key_row[r].queries_from, key_row[r].j, in_row, bias,
+                           rule, modification, product, d_weight, lse2, dot, nullptr);
       });
     }
     if constexpr (sums_queries) {
@@ -854,13 +979,13 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
     if constexpr (sums_queries) {
       __syncthreads();  // every warp's dSᵀ rows are in (the next step's barrier keeps them until read)
       const head_rows sums = p.q_rows(b, h);  // laid out as dQ
-      add_query_gradients<T, D>(d_q_sums + sums.start + query * sums.stride, p.queries - query, p.d_k, sums.stride,
+      add_query_gradients<T, D>(d_q_sums + sums.start + query * sums.stride, query_end - query, p.d_k, sums.stride,
                                 d_scores, keys);
     }
   }
   const float unscaled[2] = {1, 1};
-  store_rows<T, D>(d_k, key_head, p.d_k, dk, rows, p.keys, unscaled);
-  store_rows<T, D>(d_v, value_head, p.d_v, dv, rows, p.keys, unscaled);
+  store_rows<T, D>(d_k, key_head, p.d_k, dk, rows, key_row_end, unscaled);
+  store_rows<T, D>(d_v, value_head, p.d_v, dv, rows, key_row_end, unscaled);
 }
 
 /// Slots of a query row's share of a modification's learned inputs' gradients: one a lane of
@@ -872,19 +997,21 @@ inline constexpr int gradient_slots = 4;
 /// a grid row. With a modification whose inputs learn, each lane adds its share of their
 /// gradients into its own slot of its rows in `input_gradients`, which holds the launch's rows
 /// (zeros at first): at each score, or once a row from sums it holds (held_inputs).
-template <int D, class T, class Rule, class M>
+template <int D, class T, class Rule, class M, bool packs = false>
 __global__ void __launch_bounds__(warps * 32)
     backward_queries(fused_attention_problem p, const T* q, const T* k, const T* v, const T* bias, const T* d_out,
                      const float* log2_sum_exp, const float* dots, T* d_q, Rule rule, M modification,
-                     float* input_gradients, index_t first_sentence) {
+                     float* input_gradients, index_t first_sentence, index_t packed) {
   constexpr int S = stride<D>, tile = tile_rows * S;
   std::uint16_t* const staged = dynamic_shared_memory<std::uint16_t>();  // [2][keys, values][tile]
-  const index_t b = first_sentence + blockIdx.z, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
+  const block_sentences<packs> sentences(p, packed, blockIdx.z, first_sentence);
+  const index_t b = sentences.first, h = blockIdx.y, first = index_t(blockIdx.x) * block_rows;
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};
   const kernels::heads_of at(p, b, h);
-  const index_t key_end = kernels::key_end_of(p, b);
-  const index_span block_keys = kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
+  const index_t key_end = kernels::key_end_of(p, b), query_end = sentences.query_end(p);
+  const index_span block_keys =
+      packs ? index_span{0, sentences.key_end(p)} : kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
   const key_value_tiles<D, T> tiles{staged,      k + at.k.start, v + at.v.start, block_keys.begin, block_keys.end,
@@ -894,7 +1021,7 @@ __global__ void __launch_bounds__(warps * 32)
 
   // The warp's queries and output gradients as A fragments, through shared memory.
   mma::fragment_a query[D / 16], d_output[D / 16];
-  const index_t query_count = p.queries - first < block_rows ? p.queries - first : block_rows;
+  const index_t query_count = query_end - first < block_rows ? query_end - first : block_rows;
   std::uint16_t* const block_queries = staged + 2 * tile;  // the second buffer, until the first prefetch
   std::uint16_t* const block_d_outs = staged + 3 * tile;
   stage<D>(block_queries, q + at.q.start, first, query_count, p.d_k, at.q.stride, k_vectors);
@@ -913,13 +1040,13 @@ __global__ void __launch_bounds__(warps * 32)
   float sums[2][held > 0 ? held : 1] = {};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    lse2[r] = rows[r] < p.queries ? log2_sum_exp[at.query_row + rows[r]] : INFINITY;
-    dot[r] = rows[r] < p.queries ? dots[at.query_row + rows[r]] : 0.f;
+    const index_t row = sentences.row_of(p, h, rows[r]);
+    lse2[r] = rows[r] < query_end ? log2_sum_exp[row] : INFINITY;
+    dot[r] = rows[r] < query_end ? dots[row] : 0.f;
     if constexpr (M::modifies)
-      if (input_gradients != nullptr && rows[r] < p.queries)
+      if (input_gradients != nullptr && rows[r] < query_end)
         slot[r] = input_gradients +
-                  ((at.query_row + rows[r] - first_sentence * p.heads * p.queries) * gradient_slots + t) *
-                      modification.size;
+                  ((row - first_sentence * p.heads * p.queries) * gradient_slots + t) * modification.size;
   }
 
   float dq[D / 8][4] = {};
@@ -945,18 +1072,26 @@ __global__ void __launch_bounds__(warps * 32)
     const index_t warp_first = first + warp * 16;
     // Where a row's shares are held, they go to its sums whether or not the row has a slot.
     const auto sink = [&](int r) { return held > 0 ? sums[r] : slot[r]; };
-    if (unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule) && !(p.dropout > 0)) {
+    if (!packs && unmasked(p, warp_first, warp_first + 15, key, key_end, bias, rule) && !(p.dropout > 0)) {
       each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
         return unmasked_gradient(modification, b, h, rows[r], key + column, product, scale, d_weight,
                                  lse2, dot, sink(r));
       });
     } else {
-      // The keys that padding and the causal rule let each of the lane's queries see.
-      const int seen[2] = {kernels::keys_before_row_end(p, rows[0], key, key_end, tile_rows),
-                           kernels::keys_before_row_end(p, rows[1], key, key_end, tile_rows)};
+      // The keys that padding, the causal rule and the sentence's bounds among packed ones let
+      // each of the lane's queries see.
+      const query_place row[2] = {sentences.query_place_of(p, rows[0], key_end),
+                                  sentences.query_place_of(p, rows[1], key_end)};
+      const kernels::column_span seen[2] = {sentences.key_columns(row[0], key), sentences.key_columns(row[1], key)};
       each_pair([&](int column, int r, float product, float d_weight, float lse2, float dot) {
-        return gradient_of(p, b, h, rows[r], key + column, column < seen[r], bias, rule, modification, product,
-                           d_weight, lse2, dot, sink(r));
+        const bool in_row = column >= seen[r].begin && column < seen[r].end;
+        // Unpacked, the row's place spelled out: through the row's fields ptxas had given this
+        // kernel 40 registers more at D = 32 (sm_90).
+        if constexpr (!packs)
+          return gradient_of(p, b, h, rows[r], key + column, in_row, bias, rule, modification, product, d_weight, lse2,
+                             dot, sink(r));
+        return gradient_of(p, row[r].b, h, row[r].i, key + column - row[r].keys_from, in_row, bias, rule,
+                           modification, product, d_weight, lse2, dot, sink(r));
       });
     }
     multiply_add_tile<T, D>(dq, scores, keys);  // dQ += scale · dS·K
@@ -965,11 +1100,15 @@ __global__ void __launch_bounds__(warps * 32)
     // The slot held zeros: adding each sum once gives the bits that adding each share did.
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      if (slot[r] != nullptr)
-        modification.add_held(score_position{{b, h, rows[r], block_keys.begin}}, sums[r], slot[r]);
+      if (slot[r] != nullptr) {
+        // At any of the row's keys (a held input's element is the same along them): the block's
+        // first, or its sentence's where packed.
+        const query_place row = sentences.query_place_of(p, rows[r], key_end);
+        modification.add_held(score_position{{row.b, h, row.i, packs ? 0 : block_keys.begin}}, sums[r], slot[r]);
+      }
   }
   const float unscaled[2] = {1, 1};
-  store_rows<T, D>(d_q, at.q, p.d_k, dq, rows, p.queries, unscaled);
+  store_rows<T, D>(d_q, at.q, p.d_k, dq, rows, query_end, unscaled);
 }
 
 }  // namespace attn::cuda_backend::fused_attention_tensor_cores

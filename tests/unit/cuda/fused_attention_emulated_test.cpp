@@ -3,8 +3,9 @@
 // the CPU emulator, against the CPU kernel: the cases of tests/gpu/fused_attention_test.cu
 // (lengths 1 to 129, head widths 32 to 128, padding, a sentence with no keys, causal and shifted
 // masks, a bias, grouped and multi-query heads, dropout, ALiBi and a soft cap with learned
-// inputs, bands of keys, and bands as expressions in float and bfloat16) in float, double,
-// bfloat16 and float16, the 16-bit ones on CUDA cores and on tensor cores. What this shows and
+// inputs, bands of keys, bands as expressions in float and bfloat16, and short sentences several
+// a tensor-core block) in float, double, bfloat16 and float16, the 16-bit ones on CUDA cores and
+// on tensor cores. What this shows and
 // what it cannot: attn/cuda/emulator.hpp's header.
 #include "emulated_gpu.hpp"
 
@@ -459,6 +460,74 @@ TEST_CASE("fused attention's GPU launches leave a head whose rows span 2^31 elem
   p.keys = (index_t{1} << 24) - 1;
   p.d_v = 129;  // the values' rows wider than the keys'
   CHECK_FALSE(launch::tensor_cores_address(p.laid_out()));
+}
+
+TEST_CASE("fused attention's GPU launches pack short sentences in rows, as many as a tile holds, into a block") {
+  using launch = attn::cuda_backend::fused_attention_launch<attn::cuda_emulator::runtime>;
+  attn::fused_attention_problem p;
+  p.batch = 100, p.heads = 8, p.kv_heads = 8, p.d_k = 64, p.d_v = 64, p.scale = 1, p.heads_in_rows = true;
+  p.queries = p.keys = 10;
+  CHECK(launch::sentences_a_block(p) == 6);
+  p.keys = 13;  // the longer side decides: four sentences' 52 keys
+  CHECK(launch::sentences_a_block(p) == 4);
+  p.queries = p.keys = 32;
+  CHECK(launch::sentences_a_block(p) == 2);
+  p.queries = 33;  // one sentence's queries take the tile
+  CHECK(launch::sentences_a_block(p) == 1);
+  p.queries = p.keys = 1;
+  CHECK(launch::sentences_a_block(p) == 64);
+  p.batch = 5;  // no more than the batch
+  CHECK(launch::sentences_a_block(p) == 5);
+  p.heads_in_rows = false;  // heads apart: a head's rows of two sentences are not one stride apart
+  CHECK(launch::sentences_a_block(p) == 1);
+  p.heads_in_rows = true;
+  p.queries = 0;  // the keys decide
+  CHECK(launch::sentences_a_block(p) == 5);
+  p.keys = 0;
+  CHECK(launch::sentences_a_block(p) == 1);
+  p.queries = p.keys = 10;
+  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
+  const bool before = tensor_cores::packs_sentences();
+  tensor_cores::packs_sentences() = false;  // ATTN_FUSED_PACKING=0
+  CHECK(launch::sentences_a_block(p) == 1);
+  tensor_cores::packs_sentences() = before;
+}
+
+// The cases of fused_case::cases() that tensor cores take packed (the cases above compare them
+// with the CPU), packed and one sentence a block: the same sums of the same products, in another
+// order (a row's keys at other columns of the tile), so within float16's rounding.
+TEST_CASE(
+    "fused attention's GPU kernels on the emulator: float16 on tensor cores, short sentences packed or one a block") {
+  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
+  using T = attn::float16;
+  const tensor_cores_set setting(true);
+  struct packing_set {
+    bool before = tensor_cores::packs_sentences();
+    explicit packing_set(bool on) { tensor_cores::packs_sentences() = on; }
+    ~packing_set() { tensor_cores::packs_sentences() = before; }
+  };
+  unsigned seed = 1;
+  int compared = 0;
+  for (const auto& z : fused_case::cases()) {
+    ++seed;
+    if (!z.heads_in_rows || std::max(z.queries, z.keys) > 32 || !fused_case::runs<T>(z)) continue;
+    fused_case::result packed, apart;
+    {
+      const packing_set on(true);
+      packed = run_case<T, emulated::gpu>(z, seed);
+    }
+    {
+      const packing_set off(false);
+      apart = run_case<T, emulated::gpu>(z, seed);
+    }
+    INFO(z.str());
+    using part = std::vector<double> fused_case::result::*;
+    for (const part m : {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
+                         &fused_case::result::d_v, &fused_case::result::d_modification})
+      CHECK(fused_case::relative(packed.*m, apart.*m) < std::ldexp(1.0, -10));
+    ++compared;
+  }
+  CHECK(compared == 10);
 }
 
 TEST_CASE("fused attention's GPU backward refuses 2^32 query tiles for one key head, which dK/dV counts in 32 bits") {
