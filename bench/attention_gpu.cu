@@ -73,7 +73,8 @@ options parse(int argc, char** argv) {
           "  --repeat N          timed runs, after 2 warm-up runs (default 10)\n"
           "  --alibi             also ALiBi with learned slopes, fused\n"
           "  --heads-in-rows     bf16: also the tensor-core kernels on q, k, v as [batch, n, heads, d] (the\n"
-          "                      model's rows, as nn's fused path hands them over)\n"
+          "                      model's rows, as nn's fused path hands them over); at lengths up to 32\n"
+          "                      sentences several a block, and one a block (ATTN_FUSED_PACKING=0's)\n"
           "  --window W          also a band of keys within W positions of each query (restricted attention), fused\n"
           "  --dropout P         also dropout P on the attention weights (not the paper's; tensor2tensor's), fused");
       std::exit(0);
@@ -298,9 +299,18 @@ void lengths(const options& o, const std::string& type) {
           if (on_tensor_cores)
             print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
                            "fused" + cores + " deterministic", every_pair{}, true));
-          if (on_tensor_cores && o.heads_in_rows)
+          if (on_tensor_cores && o.heads_in_rows) {
+            // Sentences of up to half a tile several a block (block_sentences), and one a block.
             print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
                            "fused" + cores + " heads in rows", every_pair{}, false, true));
+            if (2 * n <= tensor_cores::tile_rows) {
+              const bool packs = tensor_cores::packs_sentences();
+              tensor_cores::packs_sentences() = false;
+              print(fused<T>(type, batch, Heads::extent, n, Width::extent, causal, o.repeat,
+                             "fused" + cores + " heads in rows one sentence a block", every_pair{}, false, true));
+              tensor_cores::packs_sentences() = packs;
+            }
+          }
           if (o.alibi) print(fused_alibi<T, Heads, Width>(type, batch, n, causal, o.repeat, "fused alibi" + cores));
           if (o.window > 0) print(windowed<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));
           if (o.dropout > 0) print(with_dropout<T>(o, type, batch, Heads::extent, n, Width::extent, causal, cores));

@@ -5,8 +5,9 @@
 // dK/dV kernel twice: with dQ's sums (the default backward) and without (the deterministic one,
 // beside the dQ kernel). Then under ALiBi with learned slopes (its device form as
 // fused_attention<cuda> makes it), at widths 64 and 128: the forward, dK/dV and the dQ kernel,
-// which sums the slopes' gradient. The script's build is the check that these still match the
-// kernels.
+// which sums the slopes' gradient. And plain attention's four kernels on packed sentences (short
+// ones, several a block), whose tiles all take the masked path. The script's build is the check
+// that these still match the kernels.
 #include <attn/cuda/fused_attention_launch.cuh>
 #include <attn/cuda/score_modification.cuh>
 #include <attn/grad/fused_attention.hpp>
@@ -20,19 +21,35 @@ using plain = attn::cuda_backend::no_score_modification;
 /// The forward, dK/dV and dQ kernels of width D under modification M.
 #define ATTN_KERNELS(D, M)                                                                                            \
   template __global__ void tensor_cores::forward<D, bfloat16, rule, M>(                                              \
-      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, M);      \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, M,       \
+      attn::index_t);                                                                                                \
   template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, M>(                                        \
       problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, bfloat16*, rule, M, float*);                                                          \
+      const float*, bfloat16*, bfloat16*, rule, M, float*, attn::index_t);                                           \
   template __global__ void tensor_cores::backward_queries<D, bfloat16, rule, M>(                                     \
       problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, rule, M, float*, attn::index_t);
+      const float*, bfloat16*, rule, M, float*, attn::index_t, attn::index_t);
 
 /// The dK/dV kernel of width D that sums dQ too (the default backward's), without a modification.
 #define ATTN_SUMMING_KERNEL(D)                                                                                        \
   template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, plain, true>(                              \
       problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
-      const float*, bfloat16*, bfloat16*, rule, plain, float*);
+      const float*, bfloat16*, bfloat16*, rule, plain, float*, attn::index_t);
+
+/// The same kernels on packed sentences (block_sentences), plain attention.
+#define ATTN_PACKED_KERNELS(D)                                                                                        \
+  template __global__ void tensor_cores::forward<D, bfloat16, rule, plain, true>(                                    \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, float*, rule, plain,   \
+      attn::index_t);                                                                                                \
+  template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, plain, false, true>(                       \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
+      const float*, bfloat16*, bfloat16*, rule, plain, float*, attn::index_t);                                       \
+  template __global__ void tensor_cores::backward_keys<D, bfloat16, rule, plain, true, true>(                        \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
+      const float*, bfloat16*, bfloat16*, rule, plain, float*, attn::index_t);                                       \
+  template __global__ void tensor_cores::backward_queries<D, bfloat16, rule, plain, true>(                           \
+      problem, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const bfloat16*, const float*,    \
+      const float*, bfloat16*, rule, plain, float*, attn::index_t, attn::index_t);
 
 ATTN_KERNELS(32, plain)
 ATTN_KERNELS(64, plain)
@@ -40,6 +57,9 @@ ATTN_KERNELS(128, plain)
 ATTN_SUMMING_KERNEL(32)
 ATTN_SUMMING_KERNEL(64)
 ATTN_SUMMING_KERNEL(128)
+ATTN_PACKED_KERNELS(32)
+ATTN_PACKED_KERNELS(64)
+ATTN_PACKED_KERNELS(128)
 
 namespace {
 using B = attn::dim<"batch">;

@@ -13,13 +13,14 @@
 # branch: the bias's loads, dQ's checked adds), each 16-byte copy loop run D / 16 times, dQ's loop
 # over 32 columns D / 32 times, other inner loops once; a call on that path counts with its
 # function's body; `local`, the local loads and stores (spilled registers) on that path. Then the
-# same kernels under ALiBi with learned slopes (`ALiBi forward`, ...),
-# at widths 64 and 128 (inlined: its backward's derivative taken at every score, without a
-# branch). A score modification called out of line behind a branch (the backward's, where dS ≠ 0)
-# is walked around as dropout's is: its backward kernels' tiles are counted as of scores whose dS
-# is 0. A walk that meets other than a tile's products (D / 2 for each 64-wide product) stops the
-# script: the SASS no longer fits these rules. Counted, not timed. Needs nvcc (and cuobjdump and
-# nvdisasm: bench/sass_tools.sh).
+# same kernels under ALiBi with learned slopes (`ALiBi forward`, ...), at widths 64 and 128
+# (inlined: its backward's derivative taken at every score, without a branch), and plain
+# attention's on packed sentences (`packed forward`, ...: short sentences, several a block;
+# every tile masked, so no tile is walked). A score modification called out of line behind a
+# branch (the backward's, where dS ≠ 0) is walked around as dropout's is: its backward kernels'
+# tiles are counted as of scores whose dS is 0. A walk that meets other than a tile's products
+# (D / 2 for each 64-wide product) stops the script: the SASS no longer fits these rules.
+# Counted, not timed. Needs nvcc (and cuobjdump and nvdisasm: bench/sass_tools.sh).
 #   usage: bench/fused_attention_sass.sh [path to the attn tree, default: this one]
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,9 +47,12 @@ for line in open(sys.argv[2]):
                            op.group(3)))
 def label(mangled):
     kernel = re.search(r'(forward|backward_keys|backward_queries)ILi(\d+)', mangled)
-    sums = 'no_score_modificationELb1E' in mangled  # backward_keys<D, T, Rule, M, sums_queries = true>
+    # backward_keys<D, T, Rule, M, sums_queries = true, ...>
+    sums = kernel.group(1) == 'backward_keys' and 'no_score_modificationELb1E' in mangled
     alibi = 'device_score_modification' in mangled
-    return ('ALiBi ' if alibi else '') + kernel.group(1) + ('+dQ sums' if sums else ''), int(kernel.group(2))
+    packed = 'Lb1EEEv' in mangled  # the last template argument, packs, true
+    return ('ALiBi ' if alibi else 'packed ' if packed else '') + kernel.group(1) + ('+dQ sums' if sums else ''), \
+        int(kernel.group(2))
 def tile_path(ops, loop_begin, loop_end, copies):
     """Instructions from the loop's head to its back edge along an unmasked tile's branches."""
     at = {o[0]: k for k, o in enumerate(ops)}
@@ -109,6 +113,10 @@ for mangled in sorted(code, key=label):
     body = max(loops, key=len)
     count = collections.Counter(o[1] for o in body)
     kernel, d = label(mangled)
+    if kernel.startswith('packed '):  # every tile masked: no unmasked tile to walk
+        print(f"{kernel:27s} {d:4d} {registers[mangled]:9d} {spills.get(mangled, 0):7d} {len(ops):6d} {len(body):6d} "
+              f"{count['HMMA']:5d} {count['LDSM']:5d} {count['MUFU']:5d} {count['BRA']:5d} {'-':>5s} {'-':>5s}")
+        continue
     tile, walked = tile_path(ops, body[0][0], body[-1][0], d // 16)
     walked_products = walked['HMMA']
     # m16n8k16 products a 64-wide tile takes: D / 2 for each of the forward's two, dK/dV's four,

@@ -21,6 +21,11 @@
 #   ATTN_GPU_BENCH=...,paths            also attn-train with --attention-path fused against unfused,
 #                                       ATTN_GPU_PATHS=PRESET-PRECISION-WORDS,... the runs (default
 #                                       base-bf16-8,base-bf16-60; WORDS: the corpus's longest sentence)
+#   ATTN_GPU_BENCH=...,short            also attention at a translation's lengths (10 to 64 tokens, bf16):
+#                                       short sentences several a block and one a block, against SDPA
+#   ATTN_GPU_BENCH=...,packing          also attn-train --attention-path fused with short sentences several a
+#                                       block against one a block (ATTN_FUSED_PACKING=0),
+#                                       ATTN_GPU_PACKING=PRESET-PRECISION-WORDS,... (default base-bf16-8,big-bf16-8)
 #   ATTN_GPU_BENCH=...,vectors          also attn-train with the elementwise kernel an element a thread
 #                                       (ATTN_ELEMENTWISE_VECTORS=0) against runs of 16 bytes a thread,
 #                                       ATTN_GPU_VECTORS=PRESET-PRECISION-WORDS,... (default
@@ -431,6 +436,29 @@ if [[ ,$benchmarks, == *,paths,* ]]; then
   trainer_pairs paths "${ATTN_GPU_PATHS:-base-bf16-8,base-bf16-60}" \
     "unfused=--attention-path unfused" "fused=--attention-path fused"
   bench_lines+=("attention paths: $report/paths.txt")
+fi
+
+if [[ ,$benchmarks, == *,short,* ]]; then
+  # Sentences of a few words, where a block of the fused kernels had taken one sentence's rows
+  # of 64; with the heads in rows the tensor-core kernels take several (block_sentences, since
+  # 2026-12-07's third session; never run on a GPU before this).
+  heading "benchmark: attention at a translation's lengths, short sentences several a block and one a block"
+  if [[ -x $attention_gpu ]]; then
+    python3 bench/attention_vs_torch.py --attention-gpu "$attention_gpu" --lengths 10,16,32,64 --flex-lengths "" \
+      --types bf16 --tokens 8192 --cuda-cores-max 0 --unfused-max 64 --heads-in-rows --repeat 10 \
+      --json "$report/short.json" 2>&1 | tee "$report/short.txt" | grep -v '^{'
+    bench_lines+=("attention at short lengths: $report/short.txt")
+  else
+    echo "skipped: no $attention_gpu"
+  fi
+fi
+
+if [[ ,$benchmarks, == *,packing,* ]]; then
+  # The fused path in whole training steps, short sentences several a block against one a block.
+  heading "benchmark: attn-train --attention-path fused, short sentences several a block against one a block"
+  trainer_pairs packing "${ATTN_GPU_PACKING:-base-bf16-8,big-bf16-8}" \
+    "one=--attention-path fused ATTN_FUSED_PACKING=0" "packed=--attention-path fused"
+  bench_lines+=("short sentences packed: $report/packing.txt")
 fi
 
 if [[ ,$benchmarks, == *,vectors,* ]]; then
