@@ -433,6 +433,12 @@ inline std::vector<sizes> cases() {
                  .causal = true, .modified = modification::alibi, .heads_in_rows = true, .ragged = true});
   all.push_back({.batch = 6, .heads = 2, .kv_heads = 2, .queries = 15, .keys = 15, .d_k = 32, .d_v = 32,
                  .band = attn::key_band{-3, 3}, .heads_in_rows = true});
+  all.push_back({.batch = 7, .heads = 2, .kv_heads = 1, .queries = 20, .keys = 7, .d_k = 64, .d_v = 64,
+                 .dropout = 0.2, .modified = modification::soft_cap, .heads_in_rows = true,
+                 .ragged = true});  // called out of line; more queries than keys: 3, 3, 1
+  all.push_back({.batch = 6, .heads = 4, .kv_heads = 2, .queries = 12, .keys = 12, .d_k = 32, .d_v = 32,
+                 .causal = true, .modified = modification::alibi, .learns = false,
+                 .heads_in_rows = true});  // fixed slopes: dQ summed by the dK/dV kernel, modified
   return all;
 }
 

@@ -22,8 +22,9 @@
 // P and dS are rounded to T before their products, as FlashAttention does: the outputs then
 // differ from the float kernels' by about T's rounding (docs/fused-attention.md).
 // Tiles that no mask (or dropout) touches take branch-free loops, other tiles compare a column
-// with a row's count for padding and the causal rule, and whole tiles are staged without
-// per-chunk checks: from a half to a third of the instructions a tile (docs/benchmarks.md).
+// with a row's span for padding and the causal rule (and a packed sentence's bounds), and whole
+// tiles are staged without per-chunk checks: from a half to a third of the instructions a tile
+// (docs/benchmarks.md).
 // Written without a GPU, checked on the CPU emulator, then on an H200 (the pipelined kernels on
 // 2026-11-26, in a second run): on by default (`enabled`). The unmasked loops, the rows' counts,
 // whole-tile staging and fast_exp2 (2026-11-26, a seventh session) passed on an H100 on
@@ -301,6 +302,8 @@ struct block_sentences {
   index_t first, count;
 
   /// Group `group` of `packed` sentences from sentence `from` (packed), or sentence from + group.
+  /// Packed, the group ends at the batch's end: a launch that takes part of the batch (the dQ
+  /// kernel's, with learned inputs) takes a multiple of `packed` sentences, but for the last.
   __device__ block_sentences(const fused_attention_problem& p, index_t packed, index_t group, index_t from = 0)
       : first(from + group * (packs ? packed : 1)),
         count(!packs ? 1 : p.batch - first < packed ? p.batch - first : packed) {}
@@ -845,7 +848,8 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
   const index_t group = p.heads / p.kv_heads;
   // The query tiles, head after head of the group, as one sequence: step n reads tile
   // n % query_tiles of head first_head + n / query_tiles. Keys past the sentence's end are seen
-  // by no query: no steps, and their gradients are 0.
+  // by no query: no steps, and their gradients are 0 (packed, a block's sentences take the
+  // steps, and such a key's pairs are hidden in them).
   const index_t first_head = kv_head * group;
   const index_span block_queries =
       packs ? index_span{0, query_end} : kernels::queries_seeing(p, first_key, block_rows, rule, tile_rows);
