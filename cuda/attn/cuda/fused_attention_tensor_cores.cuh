@@ -308,9 +308,12 @@ struct block_sentences {
       : first(from + group * (packs ? packed : 1)),
         count(!packs ? 1 : p.batch - first < packed ? p.batch - first : packed) {}
 
-  /// The end of the block's query rows, and of its key rows.
-  __device__ index_t query_end(const fused_attention_problem& p) const { return packs ? count * p.queries : p.queries; }
-  __device__ index_t key_end(const fused_attention_problem& p) const { return packs ? count * p.keys : p.keys; }
+  /// The end of the block's query rows, and of its key rows (not padding's end of a sentence's
+  /// keys, the kernels' `key_end`).
+  __device__ index_t query_rows_end(const fused_attention_problem& p) const {
+    return packs ? count * p.queries : p.queries;
+  }
+  __device__ index_t key_rows_end(const fused_attention_problem& p) const { return packs ? count * p.keys : p.keys; }
   /// Which of the block's sentences row x lies in, its sentence's rows `length` long (count or
   /// more: past them).
   __device__ index_t sentence_of(index_t x, index_t length) const {
@@ -517,9 +520,9 @@ __global__ void __launch_bounds__(warps * 32, forward_blocks_a_multiprocessor<D,
   const index_t warp_first = first + warp * 16;  // the warp's 16 queries from here
   const index_t rows[2] = {warp_first + g, warp_first + g + 8};  // the lane's two of them
   const kernels::heads_of at(p, b, h);
-  const index_t key_end = kernels::key_end_of(p, b), query_end = sentences.query_end(p);
+  const index_t key_end = kernels::key_end_of(p, b), query_end = sentences.query_rows_end(p);
   const index_span block_keys =
-      packs ? index_span{0, sentences.key_end(p)} : kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
+      packs ? index_span{0, sentences.key_rows_end(p)} : kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k), v_vectors = p.d_v % 8 == 0 && aligned16(v);
   const key_value_tiles<D, T> tiles{staged, k + at.k.start, v + at.v.start, block_keys.begin, block_keys.end,
                                     p.d_k,  p.d_v,          at.k.stride,    at.v.stride,      k_vectors,
@@ -839,7 +842,7 @@ __global__ void __launch_bounds__(warps * 32, backward_keys_blocks_a_multiproces
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first_key + warp * 16 + g, first_key + warp * 16 + g + 8};  // the lane's keys
   const index_t key_end = kernels::key_end_of(p, b);
-  const index_t query_end = sentences.query_end(p), key_row_end = sentences.key_end(p);
+  const index_t query_end = sentences.query_rows_end(p), key_row_end = sentences.key_rows_end(p);
   const head_rows key_head = p.k_rows(b, kv_head), value_head = p.v_rows(b, kv_head);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
@@ -1013,9 +1016,9 @@ __global__ void __launch_bounds__(warps * 32)
   const int warp = int(threadIdx.x) / 32, g = mma::group(), t = mma::in_group();
   const index_t rows[2] = {first + warp * 16 + g, first + warp * 16 + g + 8};
   const kernels::heads_of at(p, b, h);
-  const index_t key_end = kernels::key_end_of(p, b), query_end = sentences.query_end(p);
+  const index_t key_end = kernels::key_end_of(p, b), query_end = sentences.query_rows_end(p);
   const index_span block_keys =
-      packs ? index_span{0, sentences.key_end(p)} : kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
+      packs ? index_span{0, sentences.key_rows_end(p)} : kernels::keys_seen(p, first, block_rows, key_end, rule, tile_rows);
   const bool k_vectors = p.d_k % 8 == 0 && aligned16(q) && aligned16(k);
   const bool v_vectors = p.d_v % 8 == 0 && aligned16(v) && aligned16(d_out);
   const key_value_tiles<D, T> tiles{staged,      k + at.k.start, v + at.v.start, block_keys.begin, block_keys.end,

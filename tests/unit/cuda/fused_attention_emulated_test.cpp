@@ -66,12 +66,18 @@ fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
   return fused_case::run_kernel<T, Device>(z, seed);
 }
 
-/// Whether 16-bit calls run on tensor cores, until the end of the scope.
-struct tensor_cores_set {
-  bool before = attn::cuda_backend::fused_attention_tensor_cores::enabled();
-  explicit tensor_cores_set(bool on) { attn::cuda_backend::fused_attention_tensor_cores::enabled() = on; }
-  ~tensor_cores_set() { attn::cuda_backend::fused_attention_tensor_cores::enabled() = before; }
+/// A host-side switch of the kernels' launches set, until the end of the scope.
+template <bool& (*flag)()>
+struct switch_set {
+  bool before = flag();
+  explicit switch_set(bool on) { flag() = on; }
+  ~switch_set() { flag() = before; }
+  switch_set(const switch_set&) = delete;
+  switch_set& operator=(const switch_set&) = delete;
 };
+/// Whether 16-bit calls run on tensor cores, and whether those pack short sentences into blocks.
+using tensor_cores_set = switch_set<attn::cuda_backend::fused_attention_tensor_cores::enabled>;
+using packing_set = switch_set<attn::cuda_backend::fused_attention_tensor_cores::packs_sentences>;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr index_t longest = 200;  // under the sanitizers (at -O0): the lengths up to 129
@@ -486,11 +492,8 @@ TEST_CASE("fused attention's GPU launches pack short sentences in rows, as many 
   p.keys = 0;
   CHECK(launch::sentences_a_block(p) == 1);
   p.queries = p.keys = 10;
-  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
-  const bool before = tensor_cores::packs_sentences();
-  tensor_cores::packs_sentences() = false;  // ATTN_FUSED_PACKING=0
+  const packing_set off(false);  // ATTN_FUSED_PACKING=0
   CHECK(launch::sentences_a_block(p) == 1);
-  tensor_cores::packs_sentences() = before;
 }
 
 // The cases of fused_case::cases() that tensor cores take packed (the cases above compare them
@@ -498,14 +501,8 @@ TEST_CASE("fused attention's GPU launches pack short sentences in rows, as many 
 // order (a row's keys at other columns of the tile), so within float16's rounding.
 TEST_CASE(
     "fused attention's GPU kernels on the emulator: float16 on tensor cores, short sentences packed or one a block") {
-  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
   using T = attn::float16;
   const tensor_cores_set setting(true);
-  struct packing_set {
-    bool before = tensor_cores::packs_sentences();
-    explicit packing_set(bool on) { tensor_cores::packs_sentences() = on; }
-    ~packing_set() { tensor_cores::packs_sentences() = before; }
-  };
   unsigned seed = 1;
   int compared = 0;
   for (const auto& z : fused_case::cases()) {
