@@ -85,6 +85,17 @@ inline auto band_expression(const sizes& z) {
       z.keys)};
 }
 
+/// A switch that `flag()` returns (the cases' own, or one of the kernels' launches), set until
+/// the end of the scope.
+template <bool& (*flag)()>
+struct switch_while {
+  bool before = flag();
+  explicit switch_while(bool on) { flag() = on; }
+  ~switch_while() { flag() = before; }
+  switch_while(const switch_while&) = delete;
+  switch_while& operator=(const switch_while&) = delete;
+};
+
 /// Whether the backward must give the same bits every run (fused_attention_problem::
 /// deterministic): on a GPU's tensor cores the dQ kernel instead of dQ summed with atomics by the
 /// dK/dV kernel. Set for a scope by deterministic_while.
@@ -92,13 +103,7 @@ inline bool& deterministic() {
   static bool on = false;
   return on;
 }
-struct deterministic_while {
-  bool before = deterministic();
-  explicit deterministic_while(bool on) { deterministic() = on; }
-  ~deterministic_while() { deterministic() = before; }
-  deterministic_while(const deterministic_while&) = delete;
-  deterministic_while& operator=(const deterministic_while&) = delete;
-};
+using deterministic_while = switch_while<deterministic>;
 
 /// The output and every input's gradient (the modification's learned inputs' too; empty without),
 /// q, k, v and out as [batch, heads, length, d] whatever the case's layout.

@@ -66,18 +66,10 @@ fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
   return fused_case::run_kernel<T, Device>(z, seed);
 }
 
-/// A host-side switch of the kernels' launches set, until the end of the scope.
-template <bool& (*flag)()>
-struct switch_set {
-  bool before = flag();
-  explicit switch_set(bool on) { flag() = on; }
-  ~switch_set() { flag() = before; }
-  switch_set(const switch_set&) = delete;
-  switch_set& operator=(const switch_set&) = delete;
-};
-/// Whether 16-bit calls run on tensor cores, and whether those pack short sentences into blocks.
-using tensor_cores_set = switch_set<attn::cuda_backend::fused_attention_tensor_cores::enabled>;
-using packing_set = switch_set<attn::cuda_backend::fused_attention_tensor_cores::packs_sentences>;
+/// Whether 16-bit calls run on tensor cores, and whether those pack short sentences into blocks,
+/// until the end of the scope.
+using tensor_cores_set = fused_case::switch_while<attn::cuda_backend::fused_attention_tensor_cores::enabled>;
+using packing_set = fused_case::switch_while<attn::cuda_backend::fused_attention_tensor_cores::packs_sentences>;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr index_t longest = 200;  // under the sanitizers (at -O0): the lengths up to 129
