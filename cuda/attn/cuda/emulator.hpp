@@ -632,6 +632,7 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 struct runtime {
   static constexpr std::size_t default_shared_bytes = std::size_t{48} << 10;
   static constexpr std::size_t most_shared_bytes = std::size_t{227} << 10;
+  static constexpr std::size_t most_row_gradient_bytes = std::size_t{256} << 20;
 
   template <class... Params, class... Args>
   static void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
@@ -671,6 +672,13 @@ struct runtime {
   /// test emulates a smaller GPU (99 KiB for compute capability 8.6, 8.9 and 12.x).
   static std::size_t& shared_memory_limit() {
     static std::size_t bytes = most_shared_bytes;
+    return bytes;
+  }
+
+  /// device_runtime's scratch for fused attention's learned inputs' gradients (256 MiB) unless a
+  /// test sets less, so that a few short sentences take the launches that 256 MiB would split.
+  static std::size_t& row_gradient_limit() {
+    static std::size_t bytes = most_row_gradient_bytes;
     return bytes;
   }
 

@@ -9,6 +9,8 @@
 //   zero(pointer, bytes)
 //   allow_shared_memory(kernel, bytes)                    dynamic shared memory above 48 KiB
 //   shared_memory_limit()                                 the most a block of the device may ask for
+//   row_gradient_limit()                                  the scratch the learned inputs' gradients
+//                                                         may take on the way (backward, below)
 // A tensor-core kernel that needs more than the device's limit (dK/dV at head width 128 takes
 // 103 KiB, 112 with the dQ sums; GPUs of compute capability 8.6, 8.9 and 12.x give a block 99)
 // leaves that call to the CUDA-core kernels (the dQ sums alone: to the dQ kernel).
@@ -146,10 +148,10 @@ struct fused_attention_launch {
     if constexpr (M::modifies) inputs = d_modification != nullptr ? modification.size : 0;
     // The learned inputs' gradients take `inputs` floats a slot on the way, a slot a query row
     // (a lane of the row on tensor cores): a launch of the dQ kernel takes as many sentences as
-    // keep that under 256 MiB, and their slots are summed into d_modification after it, launch
-    // after launch (a fixed order: the same bits). Where one sentence's four slots a row would
-    // not fit and one would, the backward runs on CUDA cores.
-    constexpr std::size_t row_gradient_limit = std::size_t{256} << 20;
+    // keep that within the runtime's limit (256 MiB on a GPU), and their slots are summed into
+    // d_modification after it, launch after launch (a fixed order: the same bits). Where one
+    // sentence's four slots a row would not fit and one would, the backward runs on CUDA cores.
+    const std::size_t row_gradient_limit = Runtime::row_gradient_limit();
     const std::size_t row_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
     // The backward's kernels' dynamic shared memory (the larger), and the dK/dV kernel's when it
     // sums dQ too.
@@ -188,9 +190,9 @@ struct fused_attention_launch {
     if (sentence_bytes > row_gradient_limit)
       throw std::invalid_argument(
           "attn::fused_attention<cuda>: the score modification's learned inputs (" + std::to_string(inputs) +
-          " numbers) would take " + std::to_string(sentence_bytes >> 20) + " MiB of scratch for one sentence's " +
-          std::to_string(p.heads * p.queries) +
-          " query rows (at most 256 MiB); use the unfused path (nn::attention_path::unfused)");
+          " numbers) would take " + std::to_string(sentence_bytes) + " bytes of scratch for one sentence's " +
+          std::to_string(p.heads * p.queries) + " query rows (at most " + std::to_string(row_gradient_limit) +
+          "); use the unfused path (nn::attention_path::unfused)");
     index_t sentences_a_launch =
         sentence_bytes > 0  // 0: no learned inputs, or no query rows
             ? std::max<index_t>(1, std::min<index_t>(p.batch, index_t(row_gradient_limit / sentence_bytes)))

@@ -24,6 +24,10 @@ struct device_runtime {
 
   static void zero(void* p, std::size_t bytes) { ATTN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream())); }
 
+  /// The scratch that fused attention's backward gives its learned inputs' gradients on the way
+  /// (fused_attention_launch.cuh): a launch of its dQ kernel takes as many sentences as fit.
+  static std::size_t row_gradient_limit() { return std::size_t{256} << 20; }
+
   /// The launchers ask before every launch; the attribute (one value a kernel and device, the
   /// last set) is a driver call, made only when a size is larger than any granted before.
   template <class... Params>
