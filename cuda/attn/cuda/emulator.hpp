@@ -632,7 +632,7 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
 struct runtime {
   static constexpr std::size_t default_shared_bytes = std::size_t{48} << 10;
   static constexpr std::size_t most_shared_bytes = std::size_t{227} << 10;
-  static constexpr std::size_t most_row_gradient_bytes = std::size_t{256} << 20;
+  static constexpr std::size_t most_row_gradient_bytes = std::size_t{256} << 20;  // device_runtime's
 
   template <class... Params, class... Args>
   static void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {

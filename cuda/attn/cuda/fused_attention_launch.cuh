@@ -192,7 +192,7 @@ struct fused_attention_launch {
           "attn::fused_attention<cuda>: the score modification's learned inputs (" + std::to_string(inputs) +
           " numbers) would take " + std::to_string(sentence_bytes) + " bytes of scratch for one sentence's " +
           std::to_string(p.heads * p.queries) + " query rows (at most " + std::to_string(row_gradient_limit) +
-          "); use the unfused path (nn::attention_path::unfused)");
+          " bytes); use the unfused path (nn::attention_path::unfused)");
     index_t sentences_a_launch =
         sentence_bytes > 0  // 0: no learned inputs, or no query rows
             ? std::max<index_t>(1, std::min<index_t>(p.batch, index_t(row_gradient_limit / sentence_bytes)))

@@ -1,6 +1,7 @@
 // How the CUDA backend's launchers reach the GPU (a Runtime, fused_attention_launch.cuh):
-// kernel launches on attn's stream with their errors checked, stream-ordered scratch, and the
-// opt-in to more than 48 KiB of dynamic shared memory, up to the device's limit. The CPU emulator (emulator.hpp) has the
+// kernel launches on attn's stream with their errors checked, stream-ordered scratch, the
+// opt-in to more than 48 KiB of dynamic shared memory, up to the device's limit, and the scratch
+// fused attention's learned inputs' gradients may take. The CPU emulator (emulator.hpp) has the
 // same members.
 #pragma once
 
@@ -26,6 +27,7 @@ struct device_runtime {
 
   /// The scratch that fused attention's backward gives its learned inputs' gradients on the way
   /// (fused_attention_launch.cuh): a launch of its dQ kernel takes as many sentences as fit.
+  /// The emulator's runtime starts from the same (emulator.hpp, most_row_gradient_bytes).
   static std::size_t row_gradient_limit() { return std::size_t{256} << 20; }
 
   /// The launchers ask before every launch; the attribute (one value a kernel and device, the

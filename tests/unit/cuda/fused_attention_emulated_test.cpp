@@ -573,71 +573,85 @@ TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores whe
   }
 }
 
-TEST_CASE("fused attention's GPU backward sums the learned inputs' gradients over several launches where their "
-          "scratch passes the limit") {
-  // Each query row takes `inputs` floats a slot on the way (four slots a row on tensor cores), a
-  // launch of the dQ kernel as many sentences as the runtime's limit holds (256 MiB on a GPU): a
-  // smaller limit here splits nine short sentences as 256 MiB would split a GPU's batch.
-  namespace emulator = attn::cuda_emulator;
-  struct limited {
-    explicit limited(std::size_t bytes) { emulator::runtime::row_gradient_limit() = bytes; }
-    ~limited() { emulator::runtime::row_gradient_limit() = emulator::runtime::most_row_gradient_bytes; }
-  };
-  const fused_case::sizes z{.batch = 9, .heads = 2, .kv_heads = 2, .queries = 20, .keys = 20, .d_k = 32, .d_v = 32,
-                            .modified = modification::alibi, .heads_in_rows = true, .ragged = true};
-  constexpr std::size_t row_bytes = 2 * 20 * 2 * sizeof(float);  // heads × queries × slopes, a slot each
+// Each query row takes `inputs` floats a slot on the way (four slots a row on tensor cores), a
+// launch of the dQ kernel as many sentences as the runtime's limit holds (256 MiB on a GPU): a
+// smaller limit here splits nine short sentences as 256 MiB would split a GPU's batch.
+namespace split_launches {
+
+using runtime = attn::cuda_emulator::runtime;
+
+struct limited {  // the emulator's limit, for a scope
+  explicit limited(std::size_t bytes) { runtime::row_gradient_limit() = bytes; }
+  ~limited() { runtime::row_gradient_limit() = runtime::most_row_gradient_bytes; }
+  limited(const limited&) = delete;
+  limited& operator=(const limited&) = delete;
+};
+
+const fused_case::sizes z{.batch = 9, .heads = 2, .kv_heads = 2, .queries = 20, .keys = 20, .d_k = 32, .d_v = 32,
+                          .modified = modification::alibi, .heads_in_rows = true, .ragged = true};
+constexpr unsigned seed = 7;
+// A sentence's query rows (heads × queries) times ALiBi's learned inputs (a slope a head), a slot each.
+const std::size_t row_bytes = std::size_t(z.heads * z.queries * z.heads) * sizeof(float);
+
+/// Against the CPU (d_modification to ten times the others' tolerance, as compare's), and, where
+/// `same_blocks`, the same bits but for the learned inputs' sums as the call in one launch.
+void check(const fused_case::result& got, const fused_case::result& whole, const fused_case::result& want,
+           double tolerance, bool same_blocks) {
   using part = std::vector<double> fused_case::result::*;
-  const part gradients[] = {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
-                            &fused_case::result::d_v};
-  // Against the CPU (d_modification to ten times the others' tolerance, as compare's), and, where
-  // `same_blocks`, the same bits but for the learned inputs' sums as the call in one launch.
-  const auto check = [&](const fused_case::result& got, const fused_case::result& whole,
-                         const fused_case::result& want, double tolerance, bool same_blocks) {
-    for (const part m : gradients) {
-      CHECK(fused_case::relative(got.*m, want.*m) < tolerance);
-      if (same_blocks) CHECK(got.*m == whole.*m);
-    }
-    CHECK(fused_case::relative(got.d_modification, want.d_modification) < 10 * tolerance);
-  };
-  SUBCASE("float on CUDA cores: three launches of three sentences, and four, four and one") {
-    using T = float;
-    const auto want = run_case<T, attn::cpu>(z, 7);
-    const auto whole = run_case<T, emulated::gpu>(z, 7);
-    for (const std::size_t sentences : {3, 4}) {
-      INFO(sentences << " sentences a launch");
-      const limited small(sentences * row_bytes);
-      check(run_case<T, emulated::gpu>(z, 7), whole, want, 1e-5, true);
-    }
+  for (const part m : {&fused_case::result::out, &fused_case::result::d_q, &fused_case::result::d_k,
+                       &fused_case::result::d_v}) {
+    CHECK(fused_case::relative(got.*m, want.*m) < tolerance);
+    if (same_blocks) CHECK(got.*m == whole.*m);
   }
-  SUBCASE("float16 on tensor cores: launches of whole blocks of three sentences, or of two") {
-    using T = attn::float16;
-    const tensor_cores_set on(true);
-    const auto want = run_case<T, attn::cpu>(z, 7);
-    const auto whole = run_case<T, emulated::gpu>(z, 7);  // three sentences a block (64 / 20 rows)
-    {
-      const limited small(7 * 4 * row_bytes);  // seven sentences' slots, rounded down to two blocks: 6 and 3
-      check(run_case<T, emulated::gpu>(z, 7), whole, want, std::ldexp(1.0, -10), true);
-    }
-    {
-      const limited small(2 * 4 * row_bytes);  // two sentences a launch, and so a block: 2, 2, 2, 2, 1
-      check(run_case<T, emulated::gpu>(z, 7), whole, want, std::ldexp(1.0, -10), false);
-    }
-    {
-      // One sentence's four slots a row would not fit, its one would: the backward on CUDA cores.
-      const limited small(3 * row_bytes);
-      const auto got = run_case<T, emulated::gpu>(z, 7);
-      check(got, whole, want, std::ldexp(1.0, -10), false);
-      CHECK(got.out == whole.out);  // the forward on tensor cores still
-      CHECK(got.d_k != whole.d_k);
-    }
-    {
-      const limited small(row_bytes - 4);  // not even one slot a row of one sentence
-      const auto call = [&] { return run_case<T, emulated::gpu>(z, 7); };
-      CHECK_THROWS_WITH_AS(call(),
-                           "attn::fused_attention<cuda>: the score modification's learned inputs (2 numbers) would "
-                           "take 320 bytes of scratch for one sentence's 40 query rows (at most 316); use the "
-                           "unfused path (nn::attention_path::unfused)",
-                           std::invalid_argument);
-    }
+  CHECK(fused_case::relative(got.d_modification, want.d_modification) < 10 * tolerance);
+}
+
+}  // namespace split_launches
+
+TEST_CASE("fused attention's GPU backward sums the learned inputs' gradients over several launches where their "
+          "scratch passes the limit: float on CUDA cores") {
+  using namespace split_launches;
+  using T = float;
+  const auto want = run_case<T, attn::cpu>(z, seed);
+  const auto whole = run_case<T, emulated::gpu>(z, seed);
+  for (const std::size_t sentences : {3, 4}) {  // launches of 3, 3 and 3; of 4, 4 and 1
+    INFO(sentences << " sentences a launch");
+    const limited small(sentences * row_bytes);
+    check(run_case<T, emulated::gpu>(z, seed), whole, want, 1e-5, true);
+  }
+}
+
+TEST_CASE("fused attention's GPU backward sums the learned inputs' gradients over several launches where their "
+          "scratch passes the limit: float16 on tensor cores, launches of whole packed blocks") {
+  using namespace split_launches;
+  using T = attn::float16;
+  const tensor_cores_set on(true);
+  const double tolerance = std::ldexp(1.0, -10);
+  const auto want = run_case<T, attn::cpu>(z, seed);
+  const auto whole = run_case<T, emulated::gpu>(z, seed);  // three sentences a block (64 / 20 rows)
+  {
+    const limited small(7 * 4 * row_bytes);  // seven sentences' slots, rounded down to two blocks: 6 and 3
+    check(run_case<T, emulated::gpu>(z, seed), whole, want, tolerance, true);
+  }
+  {
+    const limited small(2 * 4 * row_bytes);  // two sentences a launch, and so a block: 2, 2, 2, 2, 1
+    check(run_case<T, emulated::gpu>(z, seed), whole, want, tolerance, false);
+  }
+  {
+    // One sentence's four slots a row would not fit, its one would: the backward on CUDA cores.
+    const limited small(3 * row_bytes);
+    const auto got = run_case<T, emulated::gpu>(z, seed);
+    check(got, whole, want, tolerance, false);
+    CHECK(got.out == whole.out);  // the forward on tensor cores still
+    CHECK(got.d_k != whole.d_k);
+  }
+  {
+    const limited small(row_bytes - 4);  // not even one slot a row of one sentence
+    const auto call = [&] { return run_case<T, emulated::gpu>(z, seed); };
+    CHECK_THROWS_WITH_AS(call(),
+                         "attn::fused_attention<cuda>: the score modification's learned inputs (2 numbers) would "
+                         "take 320 bytes of scratch for one sentence's 40 query rows (at most 316 bytes); use the "
+                         "unfused path (nn::attention_path::unfused)",
+                         std::invalid_argument);
   }
 }
