@@ -85,15 +85,16 @@ inline auto band_expression(const sizes& z) {
       z.keys)};
 }
 
-/// A switch that `flag()` returns (the cases' own, or one of the kernels' launches), set until
-/// the end of the scope.
-template <bool& (*flag)()>
-struct switch_while {
-  bool before = flag();
-  explicit switch_while(bool on) { flag() = on; }
-  ~switch_while() { flag() = before; }
-  switch_while(const switch_while&) = delete;
-  switch_while& operator=(const switch_while&) = delete;
+/// The setting that `setting()` returns (a switch of the cases' own or of the kernels' launches,
+/// or a limit of the emulator's runtime), set until the end of the scope.
+template <auto setting>
+struct set_while {
+  using value_type = std::remove_reference_t<decltype(setting())>;
+  value_type before = setting();
+  explicit set_while(value_type value) { setting() = value; }
+  ~set_while() { setting() = before; }
+  set_while(const set_while&) = delete;
+  set_while& operator=(const set_while&) = delete;
 };
 
 /// Whether the backward must give the same bits every run (fused_attention_problem::
@@ -103,7 +104,7 @@ inline bool& deterministic() {
   static bool on = false;
   return on;
 }
-using deterministic_while = switch_while<deterministic>;
+using deterministic_while = set_while<deterministic>;
 
 /// The output and every input's gradient (the modification's learned inputs' too; empty without),
 /// q, k, v and out as [batch, heads, length, d] whatever the case's layout.

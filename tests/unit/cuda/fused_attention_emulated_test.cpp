@@ -68,8 +68,8 @@ fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
 
 /// Whether 16-bit calls run on tensor cores, and whether those pack short sentences into blocks,
 /// until the end of the scope.
-using tensor_cores_set = fused_case::switch_while<attn::cuda_backend::fused_attention_tensor_cores::enabled>;
-using packing_set = fused_case::switch_while<attn::cuda_backend::fused_attention_tensor_cores::packs_sentences>;
+using tensor_cores_set = fused_case::set_while<attn::cuda_backend::fused_attention_tensor_cores::enabled>;
+using packing_set = fused_case::set_while<attn::cuda_backend::fused_attention_tensor_cores::packs_sentences>;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr index_t longest = 200;  // under the sanitizers (at -O0): the lengths up to 129
@@ -176,10 +176,7 @@ TEST_CASE("fused attention's GPU kernels on the emulator: float16 on tensor core
   // Each copy lands at the first barrier after its issue too, the other end of when a GPU may
   // land it: a tile copied into a buffer whose rows the block stages and reads before the
   // copy's wait overwrites them here.
-  struct early_landing {
-    early_landing() { attn::cuda_emulator::async_copies_land_early() = true; }
-    ~early_landing() { attn::cuda_emulator::async_copies_land_early() = false; }
-  } early;
+  const fused_case::set_while<attn::cuda_emulator::async_copies_land_early> early(true);
   compare<attn::float16>(std::ldexp(1.0, -10), true);
 }
 
@@ -548,11 +545,7 @@ TEST_CASE("fused attention's GPU backward refuses 2^32 query tiles for one key h
 TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores where a block's shared memory is too small") {
   // GPUs of compute capability 8.6, 8.9 and 12.x give a block 99 KiB of dynamic shared memory:
   // the tensor-core dK/dV kernel at head width 128 takes 103 KiB, the forward and dQ 68 KiB.
-  namespace emulator = attn::cuda_emulator;
-  struct limited {
-    explicit limited(std::size_t bytes) { emulator::runtime::shared_memory_limit() = bytes; }
-    ~limited() { emulator::runtime::shared_memory_limit() = emulator::runtime::most_shared_bytes; }
-  };
+  using limited = fused_case::set_while<attn::cuda_emulator::runtime::shared_memory_limit>;
   using T = attn::bfloat16;
   const tensor_cores_set on(true);
   for (const index_t d : {64, 128}) {
@@ -578,14 +571,7 @@ TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores whe
 // smaller limit here splits nine short sentences as 256 MiB would split a GPU's batch.
 namespace split_launches {
 
-using runtime = attn::cuda_emulator::runtime;
-
-struct limited {  // the emulator's limit, for a scope
-  explicit limited(std::size_t bytes) { runtime::row_gradient_limit() = bytes; }
-  ~limited() { runtime::row_gradient_limit() = runtime::most_row_gradient_bytes; }
-  limited(const limited&) = delete;
-  limited& operator=(const limited&) = delete;
-};
+using limited = fused_case::set_while<attn::cuda_emulator::runtime::row_gradient_limit>;  // the emulator's limit
 
 const fused_case::sizes z{.batch = 9, .heads = 2, .kv_heads = 2, .queries = 20, .keys = 20, .d_k = 32, .d_v = 32,
                           .modified = modification::alibi, .heads_in_rows = true, .ragged = true};
