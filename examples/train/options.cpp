@@ -99,8 +99,9 @@ options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"automatic", "fused", "unfused"}))
       ->group(model);
   app.add_flag("--deterministic", o.deterministic,
-               "with --attention-path fused on a GPU in bf16 or fp16, the same bits every run: the fused attention's "
-               "backward sums dQ in a kernel of its own instead of with atomics (slower; docs/fused-attention.md). "
+               "on a GPU in bf16 or fp16, where attention takes the fused kernel (--attention-path fused, or automatic "
+               "from 512 keys), the same bits every run: its backward sums dQ in a kernel of its own instead of with "
+               "atomics (slower; docs/fused-attention.md). "
                "Everything else, and the CPU, is deterministic anyway")
       ->group(model);
 

@@ -1,8 +1,8 @@
 // Whole training steps of a small Transformer on the GPU against the same steps on the CPU:
 // the first logits, every step's loss (dropout on: both devices draw the same masks from the
 // counter-based stream) and every parameter after three Adam steps, in float and in bfloat16
-// over float parameters; greedy decoding with the key/value cache; and the pool's growth in
-// the steady state of both.
+// over float parameters; greedy decoding with the key/value cache; the pool's growth in
+// the steady state of both; and which attention path nn takes by itself on the GPU.
 #include "gpu_test.cuh"
 #include "model_step.hpp"
 
@@ -125,6 +125,74 @@ void decoding() {
   expect(steady, "no device allocation from the driver in decoding steps 18 to 32 (pool KiB a step)", detail);
 }
 
+/// nn's automatic choice of attention path on the GPU (fused_attention<cuda>::automatic_from_keys):
+/// the fused kernel from 512 keys in 16-bit types, products and a softmax below that, in float at
+/// any length and for heads wider than the kernels' widest, where asking for the fused path says
+/// why. The automatic path's output is the chosen path's, bit for bit, and within rounding of the
+/// other's.
+template <class T, index_t Depth>
+void automatic_path(index_t keys, bool fused) {
+  namespace nn = attn::nn;
+  using gpu = gpu_test::device;
+  using kernel = attn::fused_attention<gpu>;
+  using depth = attn::dim<"depth", Depth>;
+  using heads = attn::dim<"heads", 4>;
+  using S = attn::shape<nn::batch, heads, nn::tgt, depth>;
+  using K = attn::shape<nn::batch, heads, nn::keys, depth>;
+  struct config : nn::config<nn::widths<4 * Depth, 4 * Depth, 4, Depth, Depth>> {};
+  const nn::scaled_dot_product<T, config, gpu> paper;
+  const index_t sentences = 2, queries = kernel::automatic_from_queries;
+  const attn::grad::variable<T, S, gpu> q(upload(random_host<T, S>(attn::extents<S>(sentences, queries))));
+  const attn::grad::variable<T, K, gpu> k(upload(random_host<T, K>(attn::extents<K>(sentences, keys))));
+  const attn::grad::variable<T, K, gpu> v(upload(random_host<T, K>(attn::extents<K>(sentences, keys))));
+  const nn::attention_mask<T, nn::batch, nn::tgt, gpu> mask(sentences, queries, keys);
+  const auto attend = [&](nn::attention_path path) {
+    return download(nn::variant_attention(paper, nn::context{nullptr, nullptr, nullptr, path}, q, k, v, mask,
+                                          nn::attention_kind::encoder_self)
+                        .value());
+  };
+  const std::string name = std::string(std::is_same_v<T, float> ? "float" : "bfloat16") + ", d " +
+                           std::to_string(Depth) + ", " + std::to_string(keys) + " keys: the automatic path is the " +
+                           (fused ? "fused kernel" : "unfused one");
+  guard_exceptions(name, [&] {
+    const auto automatic = attend(nn::attention_path::automatic);
+    const auto chosen = attend(fused ? nn::attention_path::fused : nn::attention_path::unfused);
+    index_t differing = 0;
+    double other = 0, norm = 0;
+    if (Depth <= kernel::widest_head) {
+      const auto not_chosen = attend(fused ? nn::attention_path::unfused : nn::attention_path::fused);
+      for (index_t i = 0; i < automatic.size(); ++i) {
+        other += std::pow(double(automatic.data()[i]) - double(not_chosen.data()[i]), 2);
+        norm += std::pow(double(not_chosen.data()[i]), 2);
+      }
+    }
+    for (index_t i = 0; i < automatic.size(); ++i) differing += double(automatic.data()[i]) != double(chosen.data()[i]);
+    expect(differing == 0 && std::sqrt(other) <= 1e-2 * std::sqrt(norm), name,
+           std::to_string(differing) + " elements differ from it; relative distance to the other path " +
+               std::to_string(norm > 0 ? std::sqrt(other / norm) : 0.0));
+  });
+  if (Depth > kernel::widest_head) {
+    bool said_why = false;
+    try {
+      attend(nn::attention_path::fused);
+    } catch (const std::invalid_argument& e) {
+      said_why = std::string(e.what()).find("takes heads up to 128 wide, not " + std::to_string(Depth)) !=
+                 std::string::npos;
+    }
+    expect(said_why, "d " + std::to_string(Depth) + ": asking for the fused path says the heads are too wide");
+  }
+}
+
+void automatic_paths() {
+  constexpr attn::index_t from = attn::fused_attention<attn::cuda>::automatic_from_keys<attn::bfloat16>;
+  static_assert(from == 512 && attn::fused_attention<attn::cuda>::automatic_from_keys<attn::float16> == from);
+  automatic_path<attn::bfloat16, 64>(from, true);
+  automatic_path<attn::bfloat16, 128>(from, true);
+  automatic_path<attn::bfloat16, 64>(from - 1, false);
+  automatic_path<float, 64>(from, false);
+  automatic_path<attn::bfloat16, 256>(from, false);
+}
+
 }  // namespace
 
 int main() {
@@ -135,6 +203,7 @@ int main() {
     compare_bfloat16_steps();
     steady_state_allocates_nothing();
     decoding();
+    automatic_paths();
   } catch (const std::exception& e) {
     fail("unexpected exception", e.what());
   }

@@ -21,13 +21,26 @@ namespace attn {
 
 template <>
 struct fused_attention<cuda> {
+ private:
+  using launch = cuda_backend::fused_attention_launch<cuda_backend::device_runtime>;
+
+ public:
   static constexpr bool available = true;
-  // Never chosen automatically: nn takes it only when asked (context::path). In training on an
-  // H200 (2026-11-28, docs/benchmarks.md "GPU: the fifth run") the fused path was level with
-  // products and a softmax at sentences of 3-60 words in bf16 (1.01x a step), slower at 3-8
-  // words (0.66-0.68x) and in fp32 (0.81x, CUDA cores): nothing for it to gain automatically yet.
-  static constexpr index_t automatic_from_keys = std::numeric_limits<index_t>::max();
-  static constexpr index_t automatic_from_queries = std::numeric_limits<index_t>::max();
+  static constexpr index_t widest_head = launch::widest_head;
+  // 16-bit types, on tensor cores: from 512 keys. There, with FlashAttention-3's batches, the
+  // kernel's forward + backward was 1.43-1.71x the products and softmax at d = 64 and 0.95-1.13x
+  // at 128 (causal: 1.74-2.07x, 1.21-1.44x), 1.30-4.2x at 2048 keys (docs/benchmarks.md: "the
+  // fourth run", an H100, against the unfused path in "the first" and "the second"), and its
+  // memory is O(n), theirs O(n^2). Shorter,
+  // in training on an H200 ("the fifth run") the two were level at sentences of 3-60 words and
+  // the kernel 0.66-0.68x at 3-8 words: nn keeps the unfused path below 512 until a run times
+  // the lengths between (`scripts/gpu.sh`'s `paths`). Float and double, on CUDA cores: never
+  // automatically (forward + backward 0.04-0.52x the unfused path in fp32 at 2048 keys, "the
+  // first run"; 0.81x in fp32 training, "the fifth run").
+  template <class T>
+  static constexpr index_t automatic_from_keys =
+      is_float16_storage<T> ? index_t{512} : std::numeric_limits<index_t>::max();
+  static constexpr index_t automatic_from_queries = 64;  // a decoding step's few queries: unfused, as on the CPU
   static constexpr index_t automatic_modified_from_keys = std::numeric_limits<index_t>::max();
   static constexpr bool modifies_scores = true;
 
@@ -49,9 +62,6 @@ struct fused_attention<cuda> {
     launch::backward(p, q, k, v, bias, out, d_out, log_sum_exp, d_q, d_k, d_v, cuda_backend::device_rule(rule),
                      cuda_backend::device_modification(modification), d_modification);
   }
-
- private:
-  using launch = cuda_backend::fused_attention_launch<cuda_backend::device_runtime>;
 };
 
 }  // namespace attn

@@ -35,9 +35,13 @@ namespace attn::cuda_backend {
 
 template <class Runtime>
 struct fused_attention_launch {
+  /// The widest head the kernels are compiled for.
+  static constexpr int widest_head = 128;
+
   /// Calls f with the smallest compiled head width (32, 64, 128) that holds d_k and d_v.
   template <class F>
   static void with_head_width(const fused_attention_problem& p, F&& f) {
+    static_assert(widest_head == 128, "with_head_width: the compiled widths end at widest_head");
     const index_t d = p.d_k > p.d_v ? p.d_k : p.d_v;
     if (d <= 32) f(std::integral_constant<int, 32>{});
     else if (d <= 64) f(std::integral_constant<int, 64>{});

@@ -239,9 +239,10 @@ struct spans_from_bounds {
 struct unmodified {};
 
 /// Fused attention on a device; `available` says whether the device has it (nn falls back to
-/// the unfused path where it does not), `automatic_from_keys` and `automatic_from_queries` from
-/// how many keys and queries nn's automatic choice takes it (below either the unfused path is
-/// as fast or faster: a decoding step's few queries make no [queries, keys] tensor worth saving),
+/// the unfused path where it does not), `widest_head` the widest d_k and d_v it takes,
+/// `automatic_from_keys<T>` and `automatic_from_queries` from how many keys and queries nn's
+/// automatic choice takes it for elements of type T (below either the unfused path is as fast
+/// or faster: a decoding step's few queries make no [queries, keys] tensor worth saving),
 /// `automatic_modified_from_keys` the same for a variant whose scores it modifies, and
 /// `modifies_scores` whether it takes a score modification. The members every backend provides (T float, double,
 /// bfloat16 or float16, the 16-bit ones computed in float with log_sum_exp in accumulate_t<T>;
@@ -269,6 +270,8 @@ struct unmodified {};
 template <class Device>
 struct fused_attention {
   static constexpr bool available = false;
+  static constexpr index_t widest_head = 0;
+  template <class T>
   static constexpr index_t automatic_from_keys = 0;
   static constexpr index_t automatic_from_queries = 0;
   static constexpr index_t automatic_modified_from_keys = 0;

@@ -46,7 +46,9 @@ struct fused_attention<cpu> {
   // 1.32× causal at 256; one sentence: 0.98× and 1.00× at 256, 0.91× full at 512, then 1.35× and
   // more), and its memory is O(n). With few queries (a decoding step: 4 against 64 … 4096 keys)
   // it is slower at every length (0.69–0.89×): the unfused path keeps them.
-  static constexpr index_t automatic_from_keys = 256;
+  static constexpr index_t widest_head = std::numeric_limits<index_t>::max();  // any: Eigen's tiles
+  template <class T>
+  static constexpr index_t automatic_from_keys = 256;  // measured in float and double, taken for every T
   static constexpr index_t automatic_from_queries = 64;
   // A modified variant's unfused path evaluates its expression through Eigen's broadcast index
   // leaves (~20 ns a score): ALiBi fused is 1.5× faster forward + backward at 16 keys, 2.5× at 64.

@@ -2,6 +2,7 @@
 // attention itself given by a variant (nn/variant.hpp; the paper's by default).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <type_traits>
@@ -115,7 +116,8 @@ struct multi_head_attention {
       if constexpr (fuses_in_rows<V, B, Q>) {
         const index_t queries = x.extents().template extent<Q>(), key_count = memory.extents().template extent<K>();
         detail::check_mask(mask, x.extents().template extent<B>(), queries, key_count);
-        if (detail::takes_fused_path<true, V, scores<B, Q>, Device>(chosen, ctx, queries, key_count)) {
+        if (detail::takes_fused_path<true, V, scores<B, Q>, Device>(chosen, ctx, queries, key_count,
+                                                                     std::max(d_k::extent, d_v::extent))) {
           const auto k = key(ctx, memory);
           const auto v = value(ctx, memory);
           const auto q = query(ctx, x);

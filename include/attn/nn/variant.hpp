@@ -19,6 +19,7 @@
 // A configuration names its variant: `template <class T, class C, class D> using attention = ...`.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
@@ -250,27 +251,35 @@ inline constexpr bool scores_by_product = !requires(const V& v, const context& c
   v.score(ctx, group_heads<G>(ctx.tape, std::declval<const Qv&>()), k);
 };
 
-/// Whether variant V's attention over `queries` queries and `keys` keys takes the device's fused
-/// kernel: it can compute it (Product: a dot product, modified or not, with nobody asking for
-/// the weights) and, unless the context asks for a path, the keys are many enough for it to pay
-/// (fused_attention<Device>::automatic_from_keys and automatic_from_queries,
-/// automatic_modified_from_keys for a modified variant; docs/fused-attention.md). Throws where
-/// the context asks for the fused path and it cannot be taken. S: the scores' tensor type.
+/// Whether variant V's attention over `queries` queries and `keys` keys, in heads `head_width`
+/// wide (the wider of d_k and d_v), takes the device's fused kernel: it can compute it (Product:
+/// a dot product, modified or not, with nobody asking for the weights; heads no wider than the
+/// kernel's widest) and, unless the context asks for a path, the keys are many enough for it to
+/// pay (fused_attention<Device>::automatic_from_keys for the scores' element type and
+/// automatic_from_queries, automatic_modified_from_keys for a modified variant;
+/// docs/fused-attention.md). Throws where the context asks for the fused path and it cannot be
+/// taken. S: the scores' tensor type.
 template <bool Product, class V, class S, class Device>
-bool takes_fused_path(const V& variant, const context& ctx, index_t queries, index_t keys) {
+bool takes_fused_path(const V& variant, const context& ctx, index_t queries, index_t keys, index_t head_width) {
   using inputs_type = decltype(modification_inputs(variant, ctx));
+  using kernel = fused_attention<Device>;
   const bool modifies = can_modify<V, S, inputs_type> && applies(variant);
-  const char* unfusable = !fused_attention<Device>::available ? "the device has no fused attention kernel"
-                          : !Product                          ? "the variant scores with a function of its own"
-                          : ctx.attention != nullptr          ? "the attention weights are being recorded"
-                          : modifies && !fused_attention<Device>::modifies_scores
+  const bool too_wide = head_width > kernel::widest_head;
+  const char* unfusable = !kernel::available         ? "the device has no fused attention kernel"
+                          : !Product                 ? "the variant scores with a function of its own"
+                          : ctx.attention != nullptr ? "the attention weights are being recorded"
+                          : too_wide                 ? "the device's kernel takes heads up to "
+                          : modifies && !kernel::modifies_scores
                               ? "the device's kernel does not evaluate score modifications yet"
                               : nullptr;
   if (ctx.path == attention_path::fused && unfusable)
-    throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable);
-  const bool worth_it = modifies ? keys >= fused_attention<Device>::automatic_modified_from_keys
-                                 : keys >= fused_attention<Device>::automatic_from_keys &&
-                                       queries >= fused_attention<Device>::automatic_from_queries;
+    throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable +
+                                (too_wide ? std::to_string(kernel::widest_head) + " wide, not " +
+                                                std::to_string(head_width)
+                                          : std::string()));
+  const bool worth_it = modifies ? keys >= kernel::automatic_modified_from_keys
+                                 : keys >= kernel::template automatic_from_keys<typename S::value_type> &&
+                                       queries >= kernel::automatic_from_queries;
   return !unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it));
 }
 
@@ -371,7 +380,8 @@ grad::variable<A, shape<B, H, Q, DV>, Device> variant_attention(
     using S = tensor<A, shape<B, H, Q, keys>, Device>;
     constexpr bool product = detail::scores_by_product<V, G, std::remove_cvref_t<decltype(q)>,
                                                        std::remove_cvref_t<decltype(k)>>;
-    if (detail::takes_fused_path<product, V, S, Device>(variant, ctx, queries, key_count)) {
+    const index_t head_width = std::max(d_k, v.extents().template extent<DV>());
+    if (detail::takes_fused_path<product, V, S, Device>(variant, ctx, queries, key_count, head_width)) {
       if constexpr (fused_attention<Device>::available && product)
         return detail::fused_variant_attention<H>(variant, ctx, mask, first_query, d_k, weight_dropout,
                                                   [&](const auto&... arguments) {

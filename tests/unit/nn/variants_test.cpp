@@ -146,14 +146,14 @@ TEST_CASE("variants: scaled (eq. 1) and unscaled dot-product attention match loo
   // scaled_dot_product_attention; with 5 keys the automatic choice takes it.
   CHECK(largest_difference(attend(paper, in, {}, 0, nullptr, nn::attention_path::unfused).value(),
                            nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
-  static_assert(length < fused_attention<cpu>::automatic_from_keys);
+  static_assert(length < fused_attention<cpu>::automatic_from_keys<double>);
   CHECK(largest_difference(attend(paper, in).value(),
                            nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
 }
 
 TEST_CASE("variants: from automatic_from_keys keys and automatic_from_queries queries on, the automatic choice is "
           "the fused kernel") {
-  const index_t many = fused_attention<cpu>::automatic_from_keys;
+  const index_t many = fused_attention<cpu>::automatic_from_keys<double>;
   const index_t enough = fused_attention<cpu>::automatic_from_queries;
   auto k = test::random_input<shape<batch, heads, keys, d_k>>(1, many);
   auto v = test::random_input<shape<batch, heads, keys, d_v>>(1, many);
