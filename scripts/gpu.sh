@@ -21,8 +21,9 @@
 #   ATTN_GPU_BENCH=...,paths            also attn-train with --attention-path fused against unfused,
 #                                       ATTN_GPU_PATHS=PRESET-PRECISION-WORDS,... the runs (default
 #                                       base-bf16-8,base-bf16-60; WORDS: the corpus's longest sentence)
-#   ATTN_GPU_BENCH=...,short            also attention at a translation's lengths (10 to 64 tokens, bf16):
-#                                       short sentences several a block and one a block, against SDPA
+#   ATTN_GPU_BENCH=...,short            also attention at a translation's lengths (10 to 512 tokens, bf16):
+#                                       short sentences several a block and one a block, the unfused path
+#                                       (nn's automatic choice takes the kernel from 512), and SDPA
 #   ATTN_GPU_BENCH=...,packing          also attn-train --attention-path fused with short sentences several a
 #                                       block against one a block (ATTN_FUSED_PACKING=0),
 #                                       ATTN_GPU_PACKING=PRESET-PRECISION-WORDS,... (default base-bf16-8,big-bf16-8)
@@ -441,11 +442,13 @@ fi
 if [[ ,$benchmarks, == *,short,* ]]; then
   # Sentences of a few words, where a block of the fused kernels had taken one sentence's rows
   # of 64; with the heads in rows the tensor-core kernels take several (block_sentences, since
-  # 2026-12-07's third session; never run on a GPU before this).
+  # 2026-12-07's third session; never run on a GPU before this). Up to 512 tokens beside the
+  # unfused path: nn's automatic choice takes the kernel from 512 keys in 16 bits
+  # (fused_attention<cuda>::automatic_from_keys), and no run has compared the two below that.
   heading "benchmark: attention at a translation's lengths, short sentences several a block and one a block"
   if [[ -x $attention_gpu ]]; then
-    python3 bench/attention_vs_torch.py --attention-gpu "$attention_gpu" --lengths 10,16,32,64 --flex-lengths "" \
-      --types bf16 --tokens 8192 --cuda-cores-max 0 --unfused-max 64 --heads-in-rows --repeat 10 \
+    python3 bench/attention_vs_torch.py --attention-gpu "$attention_gpu" --lengths 10,16,32,64,128,256,512 \
+      --flex-lengths "" --types bf16 --tokens 8192 --cuda-cores-max 0 --unfused-max 512 --heads-in-rows --repeat 10 \
       --json "$report/short.json" 2>&1 | tee "$report/short.txt" | grep -v '^{'
     bench_lines+=("attention at short lengths: $report/short.txt")
   else

@@ -125,10 +125,11 @@ void decoding() {
   expect(steady, "no device allocation from the driver in decoding steps 18 to 32 (pool KiB a step)", detail);
 }
 
-/// nn's automatic choice of attention path on the GPU (fused_attention<cuda>::automatic_from_keys):
-/// the fused kernel from 512 keys in 16-bit types, products and a softmax below that, in float at
-/// any length and for heads wider than the kernels' widest, where asking for the fused path says
-/// why. The automatic path's output is the chosen path's, bit for bit, and within rounding of the
+/// nn's automatic choice of attention path on the GPU (fused_attention<cuda>::automatic_from_keys
+/// and fast_for): the fused kernel from 512 keys in 16-bit types (an H100's or H200's shared
+/// memory takes every width's tensor-core kernels), products and a softmax below that, in float
+/// at any length, with the tensor cores switched off, and for heads wider than the kernels'
+/// widest, where asking for the fused path says why. The automatic path's output is the chosen path's, bit for bit, and within rounding of the
 /// other's.
 template <class T, index_t Depth>
 void automatic_path(index_t keys, bool fused) {
@@ -184,13 +185,19 @@ void automatic_path(index_t keys, bool fused) {
 }
 
 void automatic_paths() {
-  constexpr attn::index_t from = attn::fused_attention<attn::cuda>::automatic_from_keys<attn::bfloat16>;
-  static_assert(from == 512 && attn::fused_attention<attn::cuda>::automatic_from_keys<attn::float16> == from);
+  constexpr attn::index_t from = attn::fused_attention<attn::cuda>::automatic_from_keys;
+  static_assert(from == 512);
   automatic_path<attn::bfloat16, 64>(from, true);
   automatic_path<attn::bfloat16, 128>(from, true);
   automatic_path<attn::bfloat16, 64>(from - 1, false);
   automatic_path<float, 64>(from, false);
   automatic_path<attn::bfloat16, 256>(from, false);
+  // With the tensor cores switched off, bfloat16 too would take the CUDA cores: unfused.
+  bool& tensor_cores = attn::cuda_backend::fused_attention_tensor_cores::enabled();
+  const bool before = tensor_cores;
+  tensor_cores = false;
+  automatic_path<attn::bfloat16, 64>(from, false);
+  tensor_cores = before;
 }
 
 }  // namespace

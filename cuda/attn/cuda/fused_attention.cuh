@@ -27,20 +27,23 @@ struct fused_attention<cuda> {
  public:
   static constexpr bool available = true;
   static constexpr index_t widest_head = launch::widest_head;
-  // 16-bit types, on tensor cores: from 512 keys. There, with FlashAttention-3's batches, the
-  // kernel's forward + backward was 1.43-1.71x the products and softmax at d = 64 and 0.95-1.13x
-  // at 128 (causal: 1.74-2.07x, 1.21-1.44x), 1.30-4.2x at 2048 keys (docs/benchmarks.md: "the
-  // fourth run", an H100, against the unfused path in "the first" and "the second"), and its
-  // memory is O(n), theirs O(n^2). Shorter,
-  // in training on an H200 ("the fifth run") the two were level at sentences of 3-60 words and
-  // the kernel 0.66-0.68x at 3-8 words: nn keeps the unfused path below 512 until a run times
-  // the lengths between (`scripts/gpu.sh`'s `paths`). Float and double, on CUDA cores: never
-  // automatically (forward + backward 0.04-0.52x the unfused path in fp32 at 2048 keys, "the
-  // first run"; 0.81x in fp32 training, "the fifth run").
-  template <class T>
-  static constexpr index_t automatic_from_keys =
-      is_float16_storage<T> ? index_t{512} : std::numeric_limits<index_t>::max();
+  // From 512 keys, where the tensor cores take the heads (fast_for). There, with
+  // FlashAttention-3's batches, the kernel's forward + backward was 1.43-1.71x the products and
+  // softmax at d = 64 and 0.95-1.13x at 128 (causal: 1.74-2.07x, 1.21-1.44x), 1.30-4.2x at 2048
+  // keys (docs/benchmarks.md: "the fourth run", an H100, against the unfused path in "the first"
+  // and "the second"), and its memory is O(n), theirs O(n^2). Shorter, in training on an H200
+  // ("the fifth run") the two were level at sentences of 3-60 words and the kernel 0.66-0.68x at
+  // 3-8 words: nn keeps the unfused path below 512 until a run times the lengths between
+  // (`scripts/gpu.sh`'s `short`).
+  static constexpr index_t automatic_from_keys = 512;
   static constexpr index_t automatic_from_queries = 64;  // a decoding step's few queries: unfused, as on the CPU
+  // Bfloat16 and float16 on tensor cores. Float and double, and 16-bit heads whose backward does
+  // not fit the device's shared memory, take the CUDA cores: forward + backward 0.04-0.52x the
+  // unfused path in fp32 at 2048 keys ("the first run"), 0.81x in fp32 training ("the fifth").
+  template <class T>
+  static bool fast_for(index_t head_width) {
+    return launch::template on_tensor_cores<T>(head_width);
+  }
   static constexpr index_t automatic_modified_from_keys = std::numeric_limits<index_t>::max();
   static constexpr bool modifies_scores = true;
 

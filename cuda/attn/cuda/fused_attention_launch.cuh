@@ -75,6 +75,24 @@ struct fused_attention_launch {
                                   " queries: 2^32 or more tiles of 64 queries for one key head");
   }
 
+  /// Whether T's attention in heads `width` wide runs on the tensor cores, forward and backward:
+  /// a 16-bit type, the switch on (ATTN_FUSED_TENSOR_CORES), and each kernel's shared memory
+  /// within the device's limit (dK/dV at width 128 takes 103 KiB: more than the 99 KiB of compute
+  /// capability 8.6, 8.9 and 12.x). Elsewhere the CUDA cores take it, many times slower.
+  template <class T>
+  static bool on_tensor_cores(index_t width) {
+    namespace tensor_cores = fused_attention_tensor_cores;
+    if (!is_float16_storage<T> || !tensor_cores::enabled() || width < 1 || width > widest_head) return false;
+    fused_attention_problem p;
+    p.d_k = p.d_v = width;
+    std::size_t bytes = 0;
+    with_head_width(p, [&](auto compiled) {
+      constexpr int D = decltype(compiled)::value;
+      bytes = std::size_t(std::max(tensor_cores::backward_keys_bytes<D>, tensor_cores::key_value_tiles_bytes<D>));
+    });
+    return bytes <= Runtime::shared_memory_limit();
+  }
+
   /// Whether the tensor-core kernels take p: they address a head's rows with 32-bit offsets
   /// from its first, so a head's rows of q, k, v and out must span fewer than 2³¹ elements (with
   /// the heads in rows, a sentence of 2²⁰ tokens at 16 heads of 128; split apart, `heads` times

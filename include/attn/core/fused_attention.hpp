@@ -240,11 +240,13 @@ struct unmodified {};
 
 /// Fused attention on a device; `available` says whether the device has it (nn falls back to
 /// the unfused path where it does not), `widest_head` the widest d_k and d_v it takes,
-/// `automatic_from_keys<T>` and `automatic_from_queries` from how many keys and queries nn's
-/// automatic choice takes it for elements of type T (below either the unfused path is as fast
-/// or faster: a decoding step's few queries make no [queries, keys] tensor worth saving),
-/// `automatic_modified_from_keys` the same for a variant whose scores it modifies, and
-/// `modifies_scores` whether it takes a score modification. The members every backend provides (T float, double,
+/// `automatic_from_keys` and `automatic_from_queries` from how many keys and queries nn's
+/// automatic choice takes it (below either the unfused path is as fast or faster: a decoding
+/// step's few queries make no [queries, keys] tensor worth saving),
+/// `automatic_modified_from_keys` the same for a variant whose scores it modifies,
+/// `fast_for<T>(head_width)` whether it computes elements T in heads that wide on its fast road
+/// on this device (the automatic choice takes it only there), and `modifies_scores` whether it
+/// takes a score modification. The members every backend provides (T float, double,
 /// bfloat16 or float16, the 16-bit ones computed in float with log_sum_exp in accumulate_t<T>;
 /// Rule a copyable callable (index_t query position, index_t key) → bool (every_pair, key_band,
 /// or one's own: key_band says what else a rule may tell the kernels); bias null or an additive mask
@@ -271,10 +273,13 @@ template <class Device>
 struct fused_attention {
   static constexpr bool available = false;
   static constexpr index_t widest_head = 0;
-  template <class T>
   static constexpr index_t automatic_from_keys = 0;
   static constexpr index_t automatic_from_queries = 0;
   static constexpr index_t automatic_modified_from_keys = 0;
+  template <class T>
+  static bool fast_for(index_t /*head_width*/) {
+    return false;
+  }
   static constexpr bool modifies_scores = false;  // whether it evaluates a score modification
 };
 

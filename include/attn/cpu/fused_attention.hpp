@@ -47,9 +47,13 @@ struct fused_attention<cpu> {
   // more), and its memory is O(n). With few queries (a decoding step: 4 against 64 … 4096 keys)
   // it is slower at every length (0.69–0.89×): the unfused path keeps them.
   static constexpr index_t widest_head = std::numeric_limits<index_t>::max();  // any: Eigen's tiles
-  template <class T>
-  static constexpr index_t automatic_from_keys = 256;  // measured in float and double, taken for every T
+  static constexpr index_t automatic_from_keys = 256;
   static constexpr index_t automatic_from_queries = 64;
+  // One road for every type and width (16-bit inputs widened to float).
+  template <class T>
+  static bool fast_for(index_t /*head_width*/) {
+    return true;
+  }
   // A modified variant's unfused path evaluates its expression through Eigen's broadcast index
   // leaves (~20 ns a score): ALiBi fused is 1.5× faster forward + backward at 16 keys, 2.5× at 64.
   static constexpr index_t automatic_modified_from_keys = 1;

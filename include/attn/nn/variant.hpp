@@ -254,33 +254,33 @@ inline constexpr bool scores_by_product = !requires(const V& v, const context& c
 /// Whether variant V's attention over `queries` queries and `keys` keys, in heads `head_width`
 /// wide (the wider of d_k and d_v), takes the device's fused kernel: it can compute it (Product:
 /// a dot product, modified or not, with nobody asking for the weights; heads no wider than the
-/// kernel's widest) and, unless the context asks for a path, the keys are many enough for it to
-/// pay (fused_attention<Device>::automatic_from_keys for the scores' element type and
-/// automatic_from_queries, automatic_modified_from_keys for a modified variant;
-/// docs/fused-attention.md). Throws where the context asks for the fused path and it cannot be
-/// taken. S: the scores' tensor type.
+/// kernel's widest) and, unless the context asks for a path, it pays: keys many enough
+/// (fused_attention<Device>::automatic_from_keys and automatic_from_queries,
+/// automatic_modified_from_keys for a modified variant), on the kernel's fast road for the
+/// scores' element type and the heads' width (fast_for; docs/fused-attention.md). Throws where
+/// the context asks for the fused path and it cannot be taken. S: the scores' tensor type.
 template <bool Product, class V, class S, class Device>
 bool takes_fused_path(const V& variant, const context& ctx, index_t queries, index_t keys, index_t head_width) {
   using inputs_type = decltype(modification_inputs(variant, ctx));
   using kernel = fused_attention<Device>;
   const bool modifies = can_modify<V, S, inputs_type> && applies(variant);
-  const bool too_wide = head_width > kernel::widest_head;
-  const char* unfusable = !kernel::available         ? "the device has no fused attention kernel"
-                          : !Product                 ? "the variant scores with a function of its own"
-                          : ctx.attention != nullptr ? "the attention weights are being recorded"
-                          : too_wide                 ? "the device's kernel takes heads up to "
+  static constexpr const char* too_wide = "the device's kernel takes heads up to ";  // its width and ours follow
+  const char* unfusable = !kernel::available                ? "the device has no fused attention kernel"
+                          : !Product                        ? "the variant scores with a function of its own"
+                          : ctx.attention != nullptr        ? "the attention weights are being recorded"
+                          : head_width > kernel::widest_head ? too_wide
                           : modifies && !kernel::modifies_scores
                               ? "the device's kernel does not evaluate score modifications yet"
                               : nullptr;
   if (ctx.path == attention_path::fused && unfusable)
     throw std::invalid_argument(std::string("attn::nn: fused attention was asked for, but ") + unfusable +
-                                (too_wide ? std::to_string(kernel::widest_head) + " wide, not " +
-                                                std::to_string(head_width)
-                                          : std::string()));
-  const bool worth_it = modifies ? keys >= kernel::automatic_modified_from_keys
-                                 : keys >= kernel::template automatic_from_keys<typename S::value_type> &&
-                                       queries >= kernel::automatic_from_queries;
-  return !unfusable && (ctx.path == attention_path::fused || (ctx.path == attention_path::automatic && worth_it));
+                                (unfusable == too_wide ? std::to_string(kernel::widest_head) + " wide, not " +
+                                                             std::to_string(head_width)
+                                                       : std::string()));
+  if (unfusable || ctx.path != attention_path::automatic) return !unfusable && ctx.path == attention_path::fused;
+  const bool enough = modifies ? keys >= kernel::automatic_modified_from_keys
+                               : keys >= kernel::automatic_from_keys && queries >= kernel::automatic_from_queries;
+  return enough && kernel::template fast_for<typename S::value_type>(head_width);
 }
 
 /// Variant V's score modification for queries from position first_query, as grad::modify_scores

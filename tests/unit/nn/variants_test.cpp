@@ -8,12 +8,34 @@
 #include <attn/train/loss.hpp>
 #include <cmath>
 #include <functional>
+#include <type_traits>
 
 #include "../grad/gradcheck.hpp"
 #include "../../../examples/variant/soft_capped.hpp"
 #include "micro.hpp"
 
 // Its own namespace: unit-model compiles its files together (tests/unit/meson.build).
+namespace nn_variants_test {
+/// A device whose fused kernel is narrower than the CPU's and fast only for some types and
+/// widths, for the rules of nn's choice that the CPU's kernel never meets.
+struct narrow_device {};
+}  // namespace nn_variants_test
+
+template <>
+struct attn::fused_attention<nn_variants_test::narrow_device> {
+  static constexpr bool available = true;
+  static constexpr index_t widest_head = 8;
+  static constexpr index_t fastest_width = 4;  // fast_for: float in heads up to this wide
+  static constexpr index_t automatic_from_keys = 16;
+  static constexpr index_t automatic_from_queries = 2;
+  static constexpr index_t automatic_modified_from_keys = 1;
+  template <class T>
+  static bool fast_for(index_t head_width) {
+    return std::is_same_v<T, float> && head_width <= fastest_width;
+  }
+  static constexpr bool modifies_scores = true;
+};
+
 namespace nn_variants_test {
 
 namespace {
@@ -146,14 +168,14 @@ TEST_CASE("variants: scaled (eq. 1) and unscaled dot-product attention match loo
   // scaled_dot_product_attention; with 5 keys the automatic choice takes it.
   CHECK(largest_difference(attend(paper, in, {}, 0, nullptr, nn::attention_path::unfused).value(),
                            nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
-  static_assert(length < fused_attention<cpu>::automatic_from_keys<double>);
+  static_assert(length < fused_attention<cpu>::automatic_from_keys);
   CHECK(largest_difference(attend(paper, in).value(),
                            nn::scaled_dot_product_attention(nn::context{}, in.q, in.k, in.v, in.mask).value()) == 0);
 }
 
 TEST_CASE("variants: from automatic_from_keys keys and automatic_from_queries queries on, the automatic choice is "
           "the fused kernel") {
-  const index_t many = fused_attention<cpu>::automatic_from_keys<double>;
+  const index_t many = fused_attention<cpu>::automatic_from_keys;
   const index_t enough = fused_attention<cpu>::automatic_from_queries;
   auto k = test::random_input<shape<batch, heads, keys, d_k>>(1, many);
   auto v = test::random_input<shape<batch, heads, keys, d_v>>(1, many);
@@ -173,6 +195,42 @@ TEST_CASE("variants: from automatic_from_keys keys and automatic_from_queries qu
     CHECK(largest_difference(automatic, run(queries == enough ? nn::attention_path::unfused
                                                               : nn::attention_path::fused)) < 1e-12);
   }
+}
+
+TEST_CASE("variants: the automatic choice asks the kernel whether it is fast for the type and the heads' width, and "
+          "asking for the fused kernel with heads wider than it takes says so") {
+  using narrow = fused_attention<narrow_device>;
+  const auto paper = make<nn::scaled_dot_product>("");
+  using V = std::remove_cvref_t<decltype(paper)>;
+  using float_scores = tensor<float, shape<batch, heads, tgt, keys>>;
+  using double_scores = tensor<double, shape<batch, heads, tgt, keys>>;
+  const auto takes = [&]<class S>(S*, nn::attention_path path, index_t query_count, index_t key_count, index_t width,
+                                  nn::attention_record* record = nullptr) {
+    return nn::detail::takes_fused_path<true, V, S, narrow_device>(paper, nn::context{nullptr, nullptr, record, path},
+                                                                     query_count, key_count, width);
+  };
+  constexpr auto automatic = nn::attention_path::automatic, fused = nn::attention_path::fused;
+  const index_t enough = narrow::automatic_from_queries, many = narrow::automatic_from_keys;
+  float_scores* in_float = nullptr;
+  double_scores* in_double = nullptr;
+  CHECK(takes(in_float, automatic, enough, many, narrow::fastest_width));
+  CHECK_FALSE(takes(in_float, automatic, enough, many - 1, narrow::fastest_width));
+  CHECK_FALSE(takes(in_float, automatic, enough - 1, many, narrow::fastest_width));
+  CHECK_FALSE(takes(in_double, automatic, enough, many, narrow::fastest_width));       // the slow road's type
+  CHECK_FALSE(takes(in_float, automatic, enough, many, narrow::fastest_width + 1));    // a slow width
+  CHECK_FALSE(takes(in_float, automatic, enough, many, narrow::widest_head + 1));      // too wide: unfused
+  CHECK_FALSE(takes(in_float, nn::attention_path::unfused, enough, many, narrow::fastest_width));
+  // Asked for, the kernel runs on its slow road too, but not on heads wider than it takes.
+  CHECK(takes(in_double, fused, 1, 1, narrow::widest_head));
+  CHECK_THROWS_WITH_AS(takes(in_float, fused, enough, many, narrow::widest_head + 1),
+                       "attn::nn: fused attention was asked for, but the device's kernel takes heads up to 8 wide, "
+                       "not 9",
+                       std::invalid_argument);
+  // Where another reason comes first, the message is that reason's alone.
+  nn::attention_record record;
+  CHECK_THROWS_WITH_AS(takes(in_float, fused, enough, many, narrow::widest_head + 1, &record),
+                       "attn::nn: fused attention was asked for, but the attention weights are being recorded",
+                       std::invalid_argument);
 }
 
 TEST_CASE("variants: a variant whose scores the kernel modifies takes it from automatic_modified_from_keys keys on") {
