@@ -126,10 +126,10 @@ void decoding() {
 }
 
 /// nn's automatic choice of attention path on the GPU (fused_attention<cuda>::automatic_from_keys
-/// and fast_for): the fused kernel from 512 keys in 16-bit types (an H100's or H200's shared
-/// memory takes every width's tensor-core kernels), products and a softmax below that, in float
-/// at any length, with the tensor cores switched off, and for heads wider than the kernels'
-/// widest, where asking for the fused path says why. The automatic path's output is the chosen path's, bit for bit, and within rounding of the
+/// and fast_for): the fused kernel from 512 keys in 16-bit types where the tensor cores take the
+/// heads, products and a softmax below that, in float at any length, with the tensor cores
+/// switched off, and for heads wider than the kernels' widest, where asking for the fused path
+/// says why. The automatic path's output is the chosen path's, bit for bit, and within rounding of the
 /// other's.
 template <class T, index_t Depth>
 void automatic_path(index_t keys, bool fused) {
@@ -185,19 +185,27 @@ void automatic_path(index_t keys, bool fused) {
 }
 
 void automatic_paths() {
+  namespace tensor_cores = attn::cuda_backend::fused_attention_tensor_cores;
   constexpr attn::index_t from = attn::fused_attention<attn::cuda>::automatic_from_keys;
   static_assert(from == 512);
+  // An H100's or H200's blocks hold the tensor-core kernels at width 128; a GPU of compute
+  // capability 8.6, 8.9 or 12.x (99 KiB) does not, and keeps the unfused path there.
+  const bool wide_fits = attn::cuda_backend::device_runtime::shared_memory_limit() >=
+                         std::size_t(std::max(tensor_cores::backward_keys_bytes<128>,
+                                              tensor_cores::key_value_tiles_bytes<128>));
+  const struct tensor_cores_restored {
+    bool before = tensor_cores::enabled();
+    ~tensor_cores_restored() { tensor_cores::enabled() = before; }
+  } restored;
+  tensor_cores::enabled() = true;
   automatic_path<attn::bfloat16, 64>(from, true);
-  automatic_path<attn::bfloat16, 128>(from, true);
+  automatic_path<attn::bfloat16, 128>(from, wide_fits);
   automatic_path<attn::bfloat16, 64>(from - 1, false);
   automatic_path<float, 64>(from, false);
   automatic_path<attn::bfloat16, 256>(from, false);
   // With the tensor cores switched off, bfloat16 too would take the CUDA cores: unfused.
-  bool& tensor_cores = attn::cuda_backend::fused_attention_tensor_cores::enabled();
-  const bool before = tensor_cores;
-  tensor_cores = false;
+  tensor_cores::enabled() = false;
   automatic_path<attn::bfloat16, 64>(from, false);
-  tensor_cores = before;
 }
 
 }  // namespace

@@ -37,9 +37,10 @@ struct fused_attention<cuda> {
   // (`scripts/gpu.sh`'s `short`).
   static constexpr index_t automatic_from_keys = 512;
   static constexpr index_t automatic_from_queries = 64;  // a decoding step's few queries: unfused, as on the CPU
-  // Bfloat16 and float16 on tensor cores. Float and double, and 16-bit heads whose backward does
-  // not fit the device's shared memory, take the CUDA cores: forward + backward 0.04-0.52x the
-  // unfused path in fp32 at 2048 keys ("the first run"), 0.81x in fp32 training ("the fifth").
+  // Bfloat16 and float16 on tensor cores. Float and double, 16-bit heads whose backward does not
+  // fit the device's shared memory, and everything with ATTN_FUSED_TENSOR_CORES=0 take the CUDA
+  // cores: forward + backward 0.04-0.52x the unfused path in fp32 at 2048 keys ("the first
+  // run"), 0.81x in fp32 training ("the fifth").
   template <class T>
   static bool fast_for(index_t head_width) {
     return launch::template on_tensor_cores<T>(head_width);

@@ -542,12 +542,22 @@ TEST_CASE("fused attention's GPU backward refuses 2^32 query tiles for one key h
                        doctest::Contains("2^32 or more tiles of 64 queries"), std::invalid_argument);
 }
 
-TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores where a block's shared memory is too small") {
+TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores where a block's shared memory is too "
+          "small, as on_tensor_cores, which nn's automatic choice asks, foretells") {
   // GPUs of compute capability 8.6, 8.9 and 12.x give a block 99 KiB of dynamic shared memory:
   // the tensor-core dK/dV kernel at head width 128 takes 103 KiB, the forward and dQ 68 KiB.
   using limited = fused_case::set_while<attn::cuda_emulator::runtime::shared_memory_limit>;
+  using launch = attn::cuda_backend::fused_attention_launch<attn::cuda_emulator::runtime>;
   using T = attn::bfloat16;
   const tensor_cores_set on(true);
+  CHECK(launch::on_tensor_cores<T>(128));
+  CHECK(launch::on_tensor_cores<attn::float16>(32));
+  CHECK_FALSE(launch::on_tensor_cores<float>(64));  // CUDA cores
+  CHECK_FALSE(launch::on_tensor_cores<T>(129));     // wider than any kernel
+  {
+    const tensor_cores_set off(false);
+    CHECK_FALSE(launch::on_tensor_cores<T>(64));
+  }
   for (const index_t d : {64, 128}) {
     const fused_case::sizes z{.batch = 2, .heads = 2, .kv_heads = 2, .queries = 70, .keys = 70, .d_k = d, .d_v = d,
                               .causal = true};
@@ -563,6 +573,7 @@ TEST_CASE("fused attention's GPU backward leaves tensor cores for CUDA cores whe
       CHECK(fused_case::relative(got.*p, want.*p) < std::ldexp(1.0, -7));
     if (d == 64) CHECK(got.d_k == everywhere.d_k);  // fits: tensor cores
     else CHECK(got.d_k != everywhere.d_k);           // CUDA cores
+    CHECK(launch::on_tensor_cores<T>(d) == (d == 64));
   }
 }
 

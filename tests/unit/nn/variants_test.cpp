@@ -25,13 +25,14 @@ template <>
 struct attn::fused_attention<nn_variants_test::narrow_device> {
   static constexpr bool available = true;
   static constexpr index_t widest_head = 8;
-  static constexpr index_t fastest_width = 4;  // fast_for: float in heads up to this wide
+  static constexpr index_t fastest_width = 4;  // fast_for: float in heads up to this wide, and past the widest
   static constexpr index_t automatic_from_keys = 16;
   static constexpr index_t automatic_from_queries = 2;
   static constexpr index_t automatic_modified_from_keys = 1;
   template <class T>
   static bool fast_for(index_t head_width) {
-    return std::is_same_v<T, float> && head_width <= fastest_width;
+    // Fast past the widest too, so that only the width rule keeps the automatic choice off them.
+    return std::is_same_v<T, float> && (head_width <= fastest_width || head_width > widest_head);
   }
   static constexpr bool modifies_scores = true;
 };
