@@ -81,16 +81,22 @@ struct fused_attention_launch {
   /// capability 8.6, 8.9 and 12.x). Elsewhere the CUDA cores take it, many times slower.
   template <class T>
   static bool on_tensor_cores(index_t width) {
-    namespace tensor_cores = fused_attention_tensor_cores;
-    if (!is_float16_storage<T> || !tensor_cores::enabled() || width < 1 || width > widest_head) return false;
+    if (!is_float16_storage<T> || !fused_attention_tensor_cores::enabled() || width < 1 || width > widest_head)
+      return false;
     fused_attention_problem p;
     p.d_k = p.d_v = width;
+    return tensor_core_bytes(p) <= Runtime::shared_memory_limit();
+  }
+
+  /// The dynamic shared memory of p's tensor-core kernels, forward and backward: the larger.
+  static std::size_t tensor_core_bytes(const fused_attention_problem& p) {
+    namespace tensor_cores = fused_attention_tensor_cores;
     std::size_t bytes = 0;
-    with_head_width(p, [&](auto compiled) {
-      constexpr int D = decltype(compiled)::value;
+    with_head_width(p, [&](auto width) {
+      constexpr int D = decltype(width)::value;
       bytes = std::size_t(std::max(tensor_cores::backward_keys_bytes<D>, tensor_cores::key_value_tiles_bytes<D>));
     });
-    return bytes <= Runtime::shared_memory_limit();
+    return bytes;
   }
 
   /// Whether the tensor-core kernels take p: they address a head's rows with 32-bit offsets
@@ -175,16 +181,14 @@ struct fused_attention_launch {
     // sentence's four slots a row would not fit and one would, the backward runs on CUDA cores.
     const std::size_t row_gradient_limit = Runtime::row_gradient_limit();
     const std::size_t row_bytes = static_cast<std::size_t>(p.heads * p.queries * inputs) * sizeof(A);
-    // The backward's kernels' dynamic shared memory (the larger), and the dK/dV kernel's when it
-    // sums dQ too.
-    std::size_t tensor_core_bytes = 0, summing_bytes = 0;
+    // The dK/dV kernel's dynamic shared memory when it sums dQ too (tensor_core_bytes: the
+    // backward's kernels' otherwise).
+    std::size_t summing_bytes = 0;
     with_head_width(p, [&](auto width) {
-      constexpr int D = decltype(width)::value;
-      tensor_core_bytes = std::size_t(std::max(tensor_cores::backward_keys_bytes<D>, tensor_cores::key_value_tiles_bytes<D>));
-      summing_bytes = std::size_t(tensor_cores::backward_keys_bytes<D, true>);
+      summing_bytes = std::size_t(tensor_cores::backward_keys_bytes<decltype(width)::value, true>);
     });
     const bool on_tensor_cores = is_float16_storage<T> && tensor_cores::enabled() && tensor_cores_address(p) &&
-                                 tensor_core_bytes <= Runtime::shared_memory_limit() &&
+                                 tensor_core_bytes(p) <= Runtime::shared_memory_limit() &&
                                  row_bytes * tensor_cores::gradient_slots <= row_gradient_limit;
     // dQ summed by the dK/dV kernel with atomics (FlashAttention-2's backward) unless the caller
     // asks for the same bits every run (p.deterministic) or the learned inputs want the dQ
