@@ -17,13 +17,17 @@
 // reads what it did not write sees garbage, as on a GPU. Threads take their turns first to last,
 // or last to first with threads_in_reverse(): a race between two of them (shared memory written
 // by one and read by another with no barrier between) gives different results in the two orders.
+// Built with ThreadSanitizer (-fsanitize=thread), the emulator reports every such race in either
+// order, whatever the numbers: the threads are TSan fibers, ordered only by what orders them on
+// a GPU (below, ATTN_EMULATOR_TSAN).
 //
 // What it does not tell: anything about speed, register spills or the hardware's limits (shared
-// memory, threads a block); a race that the two orders both hide (the fibers switch only where
-// the kernel synchronises, so each runs alone between two barriers, an interleaving the hardware
-// may not choose); the exact bits of a tensor-core sum (each mma here adds its 16 products and
-// the accumulator in double, rounded once); stale static shared memory (`__shared__` arrays are
-// static variables, which keep the previous block's numbers).
+// memory, threads a block); without ThreadSanitizer, a race that the two orders both hide (the
+// fibers switch only where the kernel synchronises, so each runs alone between two barriers, an
+// interleaving the hardware may not choose); races between blocks; the exact bits of a
+// tensor-core sum (each mma here adds its 16 products and the accumulator in double, rounded
+// once); stale static shared memory (`__shared__` arrays are static variables, which keep the
+// previous block's numbers).
 // Device code sees ATTN_CUDA_EMULATOR; nvcc must never see this header. Kernels carry nvcc's
 // `#pragma unroll`, which g++ warns about whatever a diagnostic pragma says: compile their
 // emulation with -Wno-unknown-pragmas.
@@ -67,6 +71,29 @@
 #if defined(ATTN_EMULATOR_ASAN)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
+#endif
+
+// Under ThreadSanitizer each thread's fiber is a TSan fiber, switched without synchronising, and
+// the synchronisation a GPU gives is told to TSan: a launch's start and end, __syncthreads and
+// __syncwarp. Two threads of a block that touch the same memory, one of them writing, with
+// none of these between them, are reported as a data race: compute-sanitizer's racecheck, on
+// the CPU, and for global memory as well as shared. The emulator's own bookkeeping is hidden
+// from TSan. Blocks run one after another and each starts after the last ended, so races
+// between blocks (which a GPU runs at once) are not seen.
+#if defined(__SANITIZE_THREAD__)
+#define ATTN_EMULATOR_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ATTN_EMULATOR_TSAN 1
+#endif
+#endif
+#if defined(ATTN_EMULATOR_TSAN)
+#include <sanitizer/tsan_interface.h>
+extern "C" void __tsan_ignore_thread_begin();  // the runtime's, not in GCC 12's header
+extern "C" void __tsan_ignore_thread_end();
+#define ATTN_EMULATOR_NOT_RACE_CHECKED __attribute__((no_sanitize("thread")))
+#else
+#define ATTN_EMULATOR_NOT_RACE_CHECKED
 #endif
 
 // CUDA's vector and launch types, in the global namespace as CUDA has them.
@@ -214,7 +241,11 @@ inline void make_context(context& c, void* stack, std::size_t bytes, void (*entr
   c.stack_pointer = frame;
 }
 
-inline void switch_context(context& save, const context& load) { switch_stack(&save.stack_pointer, load.stack_pointer); }
+// Not instrumented by ThreadSanitizer: it reads the next fiber's context after the switch to it
+// has been announced (tsan::switch_to).
+ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load) {
+  switch_stack(&save.stack_pointer, load.stack_pointer);
+}
 #else
 struct context {
   ucontext_t registers{};
@@ -228,8 +259,37 @@ inline void make_context(context& c, void* stack, std::size_t bytes, void (*entr
   makecontext(&c.registers, reinterpret_cast<void (*)()>(entry), 1, argument);
 }
 
-inline void switch_context(context& save, const context& load) { swapcontext(&save.registers, &load.registers); }
+ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load) {
+  swapcontext(&save.registers, &load.registers);
+}
 #endif
+
+/// What ThreadSanitizer is told (nothing in a build without it): the fibers, their switches, and
+/// the synchronisation between them. hide() and show() bracket the emulator's bookkeeping, which
+/// every thread touches and a GPU does not have.
+namespace tsan {
+#if defined(ATTN_EMULATOR_TSAN)
+// Never destroyed: the runner lives until the program ends, and a fiber that exited stays hidden
+// (below) until its next block, which TSan would report as ignores left enabled.
+inline void* new_fiber() { return __tsan_create_fiber(0); }
+inline void* this_fiber() { return __tsan_get_current_fiber(); }
+// No happens-before edge from the switch itself: threads that run one after another here run
+// at once on a GPU.
+inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
+inline void release(void* sync) { __tsan_release(sync); }
+inline void acquire(void* sync) { __tsan_acquire(sync); }
+inline void hide() { __tsan_ignore_thread_begin(); }
+inline void show() { __tsan_ignore_thread_end(); }
+#else
+inline void* new_fiber() { return nullptr; }
+inline void* this_fiber() { return nullptr; }
+inline void switch_to(void*) {}
+inline void release(void*) {}
+inline void acquire(void*) {}
+inline void hide() {}
+inline void show() {}
+#endif
+}  // namespace tsan
 
 /// One CUDA thread: a fiber with its own stack.
 struct fiber {
@@ -241,6 +301,8 @@ struct fiber {
   state now = state::runnable;
   unsigned collective = 0;  // the generation of the warp collective it waits at
   void* fake_stack = nullptr;  // AddressSanitizer's, while switched away
+  void* race_fiber = nullptr;  // ThreadSanitizer's
+  bool hidden = false;         // in the emulator's bookkeeping, hidden from ThreadSanitizer
   // Its async copies (cp.async) not yet done: their sources read at issue, written to shared
   // memory when a wait covers their group; the ends of its committed groups in that list.
   struct async_copy {
@@ -261,6 +323,9 @@ struct warp_exchange {
   alignas(16) std::byte results[2][warp_size][bytes];
   const char* tags[2][warp_size];
   unsigned arrived = 0, generation = 0;
+  // ThreadSanitizer's stand-ins for __syncwarp, a generation each: a lane that arrives at the
+  // next must not give its accesses to one that leaves this one late.
+  char sync[2];
 };
 
 /// Runs one block of a launch at a time.
@@ -312,6 +377,7 @@ class block_runner {
       if (mapping == MAP_FAILED) throw std::bad_alloc();
       mprotect(mapping, guard_bytes, PROT_NONE);
       fibers_.back().stack = static_cast<char*>(mapping) + guard_bytes;
+      fibers_.back().race_fiber = tsan::new_fiber();
     }
     threads_ = threads;
     warps_.assign((threads + warp_size - 1) / warp_size, warp_exchange{});
@@ -359,25 +425,34 @@ class block_runner {
   /// __syncthreads: waits until every thread of the block that has not exited arrives.
   void barrier() {
     fiber& f = *current_;
+    const bookkeeping hidden(f);
+    // This barrier's, not the next one's, which a thread that arrives there first releases to
+    // while others have not left this one yet: two, used in turn.
+    char* const sync = &barrier_sync_[barriers_passed_ % 2];
+    tsan::release(sync);
     f.now = fiber::state::at_barrier;
     ++at_barrier_;
     if (release_barrier_if_complete()) {
       // The last to arrive: the threads' turns start again from the first that has not exited
       // (the last, in reverse), which may be this one.
       if (fiber* first = first_runnable(); first != &f) yield_to(first);
-      return;
+    } else {
+      yield();
     }
-    yield();
+    tsan::acquire(sync);
   }
 
   /// A warp collective: every lane gives `mine` under the same tag; the last lane to arrive
   /// calls compute(values, results) once, values[l] lane l's, and each lane returns results[its
-  /// lane]. Value and Result: trivially copyable, at most warp_exchange::bytes.
+  /// lane]. Value and Result: trivially copyable, at most warp_exchange::bytes. `orders_memory`:
+  /// whether the lanes' memory accesses before it happen before those after it (__syncwarp's
+  /// promise; a shuffle's or an mma's is only the values it exchanges).
   template <class Result, class Value, class Compute>
-  Result collective(const char* tag, unsigned mask, const Value& mine, Compute&& compute) {
+  Result collective(const char* tag, unsigned mask, const Value& mine, Compute&& compute, bool orders_memory = false) {
     static_assert(std::is_trivially_copyable_v<Value> && sizeof(Value) <= warp_exchange::bytes);
     static_assert(std::is_trivially_copyable_v<Result> && sizeof(Result) <= warp_exchange::bytes);
     fiber& f = *current_;
+    const bookkeeping hidden(f);
     if (mask != full_mask)
       throw kernel_error(std::string("attn::cuda_emulator: ") + tag + " with mask " + std::to_string(mask) +
                          ": only whole warps (0xffffffff) are emulated");
@@ -387,6 +462,7 @@ class block_runner {
                          " is not whole warps");
     warp_exchange& w = warps_[f.warp];
     const unsigned buffer = w.generation % 2;
+    if (orders_memory) tsan::release(&w.sync[buffer]);
     std::memcpy(w.slots[buffer][f.lane], &mine, sizeof(Value));
     w.tags[buffer][f.lane] = tag;
     if (w.arrived + 1 == warp_size) {  // the last: every lane's value is here
@@ -412,12 +488,33 @@ class block_runner {
     } else {
       yield();
     }
+    if (orders_memory) tsan::acquire(&w.sync[buffer]);
     Result mine_out;
     std::memcpy(&mine_out, w.results[buffer][f.lane], sizeof(Result));
     return mine_out;
   }
 
  private:
+  /// The emulator's own reads and writes, hidden from ThreadSanitizer while it lives: a fiber
+  /// that switches away inside it is still hidden when it comes back, and one abandoned there (a
+  /// block that failed) is shown again when its next block starts (entry).
+  class bookkeeping {
+   public:
+    explicit bookkeeping(fiber& f) : f_(f) {
+      tsan::hide();
+      f_.hidden = true;
+    }
+    ~bookkeeping() {
+      f_.hidden = false;
+      tsan::show();
+    }
+    bookkeeping(const bookkeeping&) = delete;
+    bookkeeping& operator=(const bookkeeping&) = delete;
+
+   private:
+    fiber& f_;
+  };
+
   static void* align16(std::byte* p) {
     return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(p) + 15) / 16 * 16);
   }
@@ -441,6 +538,7 @@ class block_runner {
         for (const auto& copy : f.async_copies) std::memcpy(copy.to, copy.data, copy.bytes);
     }
     at_barrier_ = 0;
+    ++barriers_passed_;
     return true;
   }
 
@@ -484,15 +582,22 @@ class block_runner {
     reverse_ = threads_in_reverse();
     fiber& first = fibers_[reverse_ ? threads_ - 1 : 0];
     current_ = &first;
+    // What the launcher did (the kernel's arguments, the memory it copied) happens before the
+    // block, and the block (its threads until they exit, or until they are abandoned) before what
+    // the launcher does next.
+    launcher_race_fiber_ = tsan::this_fiber();
+    tsan::release(&block_sync_);
 #if defined(ATTN_EMULATOR_ASAN)
     void* fake = nullptr;
     entered_from_launcher_ = true;
     __sanitizer_start_switch_fiber(&fake, first.stack, stack_bytes);
 #endif
+    tsan::switch_to(first.race_fiber);
     switch_context(launcher_, first.context);
 #if defined(ATTN_EMULATOR_ASAN)
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
+    tsan::acquire(&launcher_sync_);
     current_ = nullptr;
     if (failure_) std::rethrow_exception(failure_);
     if (exited_ != threads_)
@@ -537,9 +642,16 @@ class block_runner {
     return nullptr;
   }
 
-  static void entry(long t) {
+  // Not instrumented by ThreadSanitizer: it never returns, and each block's call would stay on
+  // the fiber's shadow stack (the kernel it calls is).
+  ATTN_EMULATOR_NOT_RACE_CHECKED static void entry(long t) {
     block_runner& self = instance();
+    tsan::acquire(&self.block_sync_);
     fiber& f = self.fibers_[std::size_t(t)];
+    if (f.hidden) {  // since its last block's exit, or abandoned in a block that failed
+      f.hidden = false;
+      tsan::show();
+    }
 #if defined(ATTN_EMULATOR_ASAN)
     const void* from_bottom = nullptr;
     std::size_t from_size = 0;
@@ -559,6 +671,9 @@ class block_runner {
     } catch (...) {
       self.failure_ = std::current_exception();
     }
+    tsan::release(&self.launcher_sync_);
+    tsan::hide();  // until its next block's entry
+    f.hidden = true;
     f.now = fiber::state::done;
     ++self.exited_;
     // An exit completes a barrier the others wait at (exited threads count as arrived); it
@@ -571,11 +686,13 @@ class block_runner {
 #if defined(ATTN_EMULATOR_ASAN)
       __sanitizer_start_switch_fiber(nullptr, next->stack, stack_bytes);
 #endif
+      tsan::switch_to(next->race_fiber);
       switch_context(abandoned, next->context);
     } else {
 #if defined(ATTN_EMULATOR_ASAN)
       __sanitizer_start_switch_fiber(nullptr, self.launcher_stack_bottom_, self.launcher_stack_size_);
 #endif
+      tsan::switch_to(self.launcher_race_fiber_);
       switch_context(abandoned, self.launcher_);
     }
   }
@@ -586,14 +703,17 @@ class block_runner {
   /// The same, `next` first (null: none can run).
   void yield_to(fiber* next) {
     fiber& me = *current_;
+    tsan::release(&launcher_sync_);  // the launcher may be next: this thread may never run again
 #if defined(ATTN_EMULATOR_ASAN)
     if (next) __sanitizer_start_switch_fiber(&me.fake_stack, next->stack, stack_bytes);
     else __sanitizer_start_switch_fiber(&me.fake_stack, launcher_stack_bottom_, launcher_stack_size_);
 #endif
     if (next) {
       current_ = next;
+      tsan::switch_to(next->race_fiber);
       switch_context(me.context, next->context);
     } else {
+      tsan::switch_to(launcher_race_fiber_);
       switch_context(me.context, launcher_);  // stuck: run_block reports it
     }
 #if defined(ATTN_EMULATOR_ASAN)
@@ -604,7 +724,7 @@ class block_runner {
   std::vector<fiber> fibers_;
   std::vector<warp_exchange> warps_;
   std::vector<std::byte> shared_;
-  std::size_t threads_ = 0, at_barrier_ = 0, exited_ = 0;
+  std::size_t threads_ = 0, at_barrier_ = 0, exited_ = 0, barriers_passed_ = 0;
   dim3 grid_, block_;
   uint3 block_index_;
   const std::function<void()>* body_ = nullptr;
@@ -613,6 +733,10 @@ class block_runner {
   std::exception_ptr failure_;
   bool running_ = false;
   bool reverse_ = false;  // threads_in_reverse(), for the block that runs
+  // ThreadSanitizer's: the launcher's fiber, and the addresses that stand for a block's start,
+  // for the launcher's return, and for __syncthreads (never read or written).
+  void* launcher_race_fiber_ = nullptr;
+  char block_sync_ = 0, launcher_sync_ = 0, barrier_sync_[2] = {};
 #if defined(ATTN_EMULATOR_ASAN)
   bool entered_from_launcher_ = false;  // the launcher's stack, for AddressSanitizer's fiber switches
   const void* launcher_stack_bottom_ = nullptr;
@@ -786,9 +910,16 @@ void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* row) {
   struct registers {
     std::uint32_t r[4];
   };
+  // Each lane reads the row it gives, so that ThreadSanitizer sees the read as that lane's.
+  struct row_of_8 {
+    std::uint16_t element[8];
+    std::uint16_t operator[](unsigned column) const { return element[column]; }
+  };
+  row_of_8 mine;
+  std::memcpy(mine.element, row, sizeof mine.element);
   const auto got = warp_collective<registers>(
-      transposed ? "ldmatrix.x4.trans" : "ldmatrix.x4", row,
-      [](const std::uint16_t* const (&rows)[warp_size], registers (&out)[warp_size]) {
+      transposed ? "ldmatrix.x4.trans" : "ldmatrix.x4", mine,
+      [](const row_of_8 (&rows)[warp_size], registers (&out)[warp_size]) {
         for (unsigned l = 0; l < warp_size; ++l) {
           const unsigned g = l / 4, t = l % 4;
           for (unsigned m = 0; m < 4; ++m) {
@@ -844,7 +975,8 @@ inline const dim3& grid_size() { return detail::block_runner::instance().grid_si
 inline void __syncthreads() { ::attn::cuda_emulator::detail::block_runner::instance().barrier(); }
 inline void __syncwarp(unsigned mask = ::attn::cuda_emulator::full_mask) {
   ::attn::cuda_emulator::detail::block_runner::instance().collective<int>(
-      "__syncwarp", mask, 0, [](const int (&)[32], int (&out)[32]) { std::fill(out, out + 32, 0); });
+      "__syncwarp", mask, 0, [](const int (&)[32], int (&out)[32]) { std::fill(out, out + 32, 0); },
+      /*orders_memory=*/true);
 }
 
 namespace attn::cuda_emulator::detail {
@@ -885,22 +1017,20 @@ template <class T>
 T __ldcg(const T* p) {
   return *p;
 }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline unsigned atomicAdd(unsigned* p, unsigned value) {  // fibers switch only at barriers: one at a time
-  const unsigned old = *p;
-  *p = old + value;
-  return old;
-}
-// Blocks run one after another in a fixed order (or its reverse), so float sums by atomics come
-// out the same every run here, as they need not on a GPU.
-inline float atomicAdd(float* p, float value) {
-  const float old = *p;
-  *p = old + value;
-  return old;
-}
+// Blocks and threads share one CPU thread here, so the compiler's reordering is all a fence has
+// to stop (and ThreadSanitizer does not take thread fences).
+inline void __threadfence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+// Atomic as the host knows them (fibers switch only at barriers and warp collectives, so plain
+// read-modify-writes would do), for ThreadSanitizer to tell from plain accesses. Blocks run one
+// after another in a fixed order (or its reverse), so float sums by atomics come out the same
+// every run here, as they need not on a GPU.
+inline unsigned atomicAdd(unsigned* p, unsigned value) { return std::atomic_ref<unsigned>(*p).fetch_add(value); }
+inline float atomicAdd(float* p, float value) { return std::atomic_ref<float>(*p).fetch_add(value); }
 inline unsigned long long atomicMin(unsigned long long* p, unsigned long long value) {
-  const unsigned long long old = *p;
-  *p = std::min(old, value);
+  std::atomic_ref<unsigned long long> at(*p);
+  unsigned long long old = at.load();
+  while (value < old && !at.compare_exchange_weak(old, value)) {
+  }
   return old;
 }
 // Correctly rounded arithmetic: what the host's does (no contraction into fused multiply-adds).

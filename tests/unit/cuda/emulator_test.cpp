@@ -14,10 +14,16 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#if defined(ATTN_EMULATOR_TSAN)
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include "../../gpu/fast_exp2_cases.hpp"
 
@@ -118,6 +124,30 @@ __global__ void collective_after_lanes_left() {
 __global__ void throws_on_thread_7() {
   if (threadIdx.x == 7) throw std::runtime_error("thread 7");
   __syncthreads();
+}
+
+/// Every thread adds 1 to a count in shared memory, without an atomic: a race on a GPU (two
+/// threads read the same count and one addition is lost), which the emulator's threads, each
+/// running alone between synchronisations, never show in either order; ThreadSanitizer reports
+/// it. With atomicAdd, no race.
+__global__ void count_in_shared_memory(bool atomically, unsigned* out) {
+  __shared__ unsigned count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  if (atomically) atomicAdd(&count, 1u);
+  else count = count + 1;
+  __syncthreads();
+  if (threadIdx.x == 0) *out = count;
+}
+
+/// Lane 0 writes a number into shared memory and lane 1 reads it after a __syncwarp (which
+/// orders the two) or after a shuffle (which exchanges values, not memory: a race).
+__global__ void handed_over_in_a_warp(bool syncwarp, int* out) {
+  __shared__ int number;
+  if (threadIdx.x == 0) number = 42;
+  if (syncwarp) __syncwarp();
+  else (void)__shfl_sync(0xffffffffu, 0, 0);
+  if (threadIdx.x == 1) *out = number;
 }
 
 /// ldmatrix's rows must be 16-byte aligned: one number past that is a misaligned address.
@@ -308,6 +338,56 @@ void check_products() {
     }
 }
 
+#if defined(ATTN_EMULATOR_TSAN)
+/// The kernels the cases under ThreadSanitizer run in a child process, by name.
+void run_for_a_race_check(const std::string& name) {
+  const bool reverse = name.ends_with(" in reverse");
+  const emulator::threads_in_reverse_while order_of_turns(reverse);
+  const std::string kernel = reverse ? name.substr(0, name.size() - std::string(" in reverse").size()) : name;
+  std::vector<int> numbers(64, 0);
+  unsigned count = 0;
+  if (kernel == "neighbours" || kernel == "neighbours with a barrier")
+    emulator::launch(neighbours, dim3(2), dim3(64), 64 * sizeof(int), kernel != "neighbours", 1u, numbers.data());
+  else if (kernel == "count" || kernel == "count by atomics")
+    emulator::launch(count_in_shared_memory, dim3(1), dim3(64), 0, kernel != "count", &count);
+  else if (kernel == "handed over by a shuffle" || kernel == "handed over by __syncwarp")
+    emulator::launch(handed_over_in_a_warp, dim3(1), dim3(32), 0, kernel != "handed over by a shuffle", numbers.data());
+  else
+    FAIL("no kernel named ", name);
+}
+
+/// What ThreadSanitizer writes to the standard error of a child process (this program again,
+/// the case "...for another case's child process" below) that runs the kernel named `name`: a
+/// race is reported there, not in this process, which fails at its own.
+/// ThreadSanitizer leaves a forked child that does not exec unchecked once the parent has
+/// threads, which its fibers count as.
+std::string race_reports(const std::string& name) {
+  int ends[2];
+  REQUIRE(pipe(ends) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(ends[0]);
+    dup2(ends[1], STDERR_FILENO);
+    if (FILE* quiet = std::freopen("/dev/null", "w", stdout); quiet == nullptr) std::_Exit(126);
+    setenv("ATTN_EMULATOR_RACE_CHECK", name.c_str(), 1);
+    execl("/proc/self/exe", "unit-emulated", "--test-case=*for another case's child process", nullptr);
+    std::_Exit(127);
+  }
+  close(ends[1]);
+  std::string reports;
+  char buffer[4096];
+  for (ssize_t got; (got = read(ends[0], buffer, sizeof buffer)) > 0;) reports.append(buffer, std::size_t(got));
+  close(ends[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // A child that ran (with or without a report) and exited: 0, or ThreadSanitizer's 66.
+  CHECK(WIFEXITED(status));
+  CHECK((WEXITSTATUS(status) == 0) == reports.empty());
+  return reports;
+}
+#endif
+
 }  // namespace
 
 TEST_CASE("emulator: fragments through ldmatrix equal fragments through 32-bit loads (a pair of B's, an A)") {
@@ -408,12 +488,66 @@ TEST_CASE("emulator: a race over shared memory gives different results in the tw
     CHECK(run(true, step, true) == theirs);
     // Without it, each order hides the race the other shows: reading the next thread's number
     // gets the pattern (0xffffffff) in order, reading the one before's gets it in reverse.
+    // Under ThreadSanitizer the race is reported, in a child process (below).
+#if !defined(ATTN_EMULATOR_TSAN)
     const auto in_order = run(false, step, false), reversed = run(false, step, true);
     CHECK(in_order != reversed);
     CHECK(in_order[1] == (step == 1 ? -1 : 1));
     CHECK(reversed[1] == (step == 1 ? 3 : -1));
+#endif
   }
 }
+
+#if !defined(ATTN_EMULATOR_TSAN)
+TEST_CASE("emulator: races that neither order of the threads shows (ThreadSanitizer's build reports them)") {
+  for (const bool reverse : {false, true}) {
+    INFO("threads in reverse: ", reverse);
+    const emulator::threads_in_reverse_while order_of_turns(reverse);
+    // Each thread adds alone between the two barriers, so no addition is lost, atomic or not.
+    unsigned count = 0;
+    emulator::launch(count_in_shared_memory, dim3(1), dim3(64), 0, false, &count);
+    CHECK(count == 64);
+    // Every lane reaches the shuffle before any goes on, so lane 0's write comes first.
+    int out = 0;
+    emulator::launch(handed_over_in_a_warp, dim3(1), dim3(32), 0, false, &out);
+    CHECK(out == 42);
+  }
+}
+#endif
+
+#if defined(ATTN_EMULATOR_TSAN)
+TEST_CASE("emulator under ThreadSanitizer: one kernel run for another case's child process") {
+  if (const char* name = std::getenv("ATTN_EMULATOR_RACE_CHECK")) run_for_a_race_check(name);  // else nothing to do
+}
+
+TEST_CASE("emulator under ThreadSanitizer: a race over shared memory is reported in either order, its absence not") {
+  for (const std::string order : {"", " in reverse"}) {
+    const std::string racing = race_reports("neighbours" + order);
+    INFO(racing);
+    CHECK(racing.find("ThreadSanitizer: data race") != std::string::npos);
+    CHECK(racing.find(" neighbours ") != std::string::npos);  // the kernel's frame
+    CHECK(race_reports("neighbours with a barrier" + order) == "");
+  }
+}
+
+TEST_CASE("emulator under ThreadSanitizer: a race that neither order shows (a count without an atomic)") {
+  // The emulator's threads each add in turn, so the count comes out right in either order;
+  // ThreadSanitizer reports the threads' unordered accesses all the same.
+  const std::string racing = race_reports("count");
+  INFO(racing);
+  CHECK(racing.find("ThreadSanitizer: data race") != std::string::npos);
+  CHECK(racing.find(" count_in_shared_memory ") != std::string::npos);
+  CHECK(race_reports("count by atomics") == "");
+}
+
+TEST_CASE("emulator under ThreadSanitizer: __syncwarp orders a warp's memory accesses, a shuffle does not") {
+  const std::string racing = race_reports("handed over by a shuffle");
+  INFO(racing);
+  CHECK(racing.find("ThreadSanitizer: data race") != std::string::npos);
+  CHECK(racing.find(" handed_over_in_a_warp ") != std::string::npos);
+  CHECK(race_reports("handed over by __syncwarp") == "");
+}
+#endif
 
 TEST_CASE("emulator: each block finds its dynamic shared memory filled with the pattern, not an earlier block's numbers") {
   std::vector<unsigned> out(3 * 32, 0);

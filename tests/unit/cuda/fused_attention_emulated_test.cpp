@@ -71,7 +71,7 @@ fused_case::result run_case(const fused_case::sizes& z, unsigned seed) {
 using tensor_cores_set = fused_case::set_while<attn::cuda_backend::fused_attention_tensor_cores::enabled>;
 using packing_set = fused_case::set_while<attn::cuda_backend::fused_attention_tensor_cores::packs_sentences>;
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr index_t longest = 200;  // under the sanitizers (at -O0): the lengths up to 129
 // and float16 alone of the 16-bit types: bfloat16 runs the same kernels' indexing, and the two
 // took half of the sanitized test's time.
