@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU kernels' race check on the CPU: builds the emulated kernel tests (unit-emulated,
 # primitives-emulated) under ThreadSanitizer in build-tsan/ and runs them (the suite `races`),
-# every race between a block's threads reported, with both threads' stacks, as compute-
+# races between a block's threads reported, with both threads' stacks, as compute-
 # sanitizer's racecheck would on a GPU (cuda/attn/cuda/emulator.hpp; docs/testing.md).
 # Not part of scripts/test.sh: its build and run, about 20 minutes on two cores, would all but
 # double CI's. Run it after changing a kernel.

@@ -17,14 +17,16 @@
 // reads what it did not write sees garbage, as on a GPU. Threads take their turns first to last,
 // or last to first with threads_in_reverse(): a race between two of them (shared memory written
 // by one and read by another with no barrier between) gives different results in the two orders.
-// Built with ThreadSanitizer (-fsanitize=thread), the emulator reports every such race in either
+// Built with ThreadSanitizer (-fsanitize=thread), the emulator reports such a race in either
 // order, whatever the numbers: the threads are TSan fibers, ordered only by what orders them on
 // a GPU (below, ATTN_EMULATOR_TSAN).
 //
 // What it does not tell: anything about speed, register spills or the hardware's limits (shared
 // memory, threads a block); without ThreadSanitizer, a race that the two orders both hide (the
 // fibers switch only where the kernel synchronises, so each runs alone between two barriers, an
-// interleaving the hardware may not choose); races between blocks; the exact bits of a
+// interleaving the hardware may not choose); races between blocks; under ThreadSanitizer, a race
+// with an async copy in flight (TSan sees its write at its issue and at its wait, not between),
+// or with an access older than the few TSan remembers of each 8 bytes; the exact bits of a
 // tensor-core sum (each mma here adds its 16 products and the accumulator in double, rounded
 // once); stale static shared memory (`__shared__` arrays are static variables, which keep the
 // previous block's numbers).
@@ -76,8 +78,9 @@
 // Under ThreadSanitizer each thread's fiber is a TSan fiber, switched without synchronising, and
 // the synchronisation a GPU gives is told to TSan: a launch's start and end, __syncthreads and
 // __syncwarp. Two threads of a block that touch the same memory, one of them writing, with
-// none of these between them, are reported as a data race: compute-sanitizer's racecheck, on
-// the CPU, and for global memory as well as shared. The emulator's own bookkeeping is hidden
+// none of these between them, are reported as a data race (with the exceptions in the header's
+// first comment): compute-sanitizer's racecheck, on the CPU, and for global memory as well as
+// shared. A thread's exit counts as its arrival at the next barrier. The emulator's own bookkeeping is hidden
 // from TSan. Blocks run one after another and each starts after the last ended, so races
 // between blocks (which a GPU runs at once) are not seen.
 #if defined(__SANITIZE_THREAD__)
@@ -91,7 +94,16 @@
 #include <sanitizer/tsan_interface.h>
 extern "C" void __tsan_ignore_thread_begin();  // the runtime's, not in GCC 12's header
 extern "C" void __tsan_ignore_thread_end();
+// Neither its memory accesses nor its calls and returns instrumented (clang's no_sanitize keeps
+// the latter).
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define ATTN_EMULATOR_NOT_RACE_CHECKED __attribute__((disable_sanitizer_instrumentation))
+#endif
+#endif
+#if !defined(ATTN_EMULATOR_NOT_RACE_CHECKED)
 #define ATTN_EMULATOR_NOT_RACE_CHECKED __attribute__((no_sanitize("thread")))
+#endif
 #else
 #define ATTN_EMULATOR_NOT_RACE_CHECKED
 #endif
@@ -241,9 +253,16 @@ inline void make_context(context& c, void* stack, std::size_t bytes, void (*entr
   c.stack_pointer = frame;
 }
 
-// Not instrumented by ThreadSanitizer: it reads the next fiber's context after the switch to it
-// has been announced (tsan::switch_to).
-ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load) {
+/// Under ThreadSanitizer, tells it that `race_fiber` runs from here, just before the switch. Not
+/// instrumented: an instrumented caller of __tsan_switch_to_fiber would leave its entry on one
+/// fiber's shadow call stack and take its exit off the other's, and this reads the next fiber's
+/// context once TSan counts that fiber as running.
+ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load, void* race_fiber) {
+#if defined(ATTN_EMULATOR_TSAN)
+  __tsan_switch_to_fiber(race_fiber, __tsan_switch_to_fiber_no_sync);  // no edge: the threads run at once on a GPU
+#else
+  (void)race_fiber;
+#endif
   switch_stack(&save.stack_pointer, load.stack_pointer);
 }
 #else
@@ -259,13 +278,18 @@ inline void make_context(context& c, void* stack, std::size_t bytes, void (*entr
   makecontext(&c.registers, reinterpret_cast<void (*)()>(entry), 1, argument);
 }
 
-ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load) {
+ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load, void* race_fiber) {
+#if defined(ATTN_EMULATOR_TSAN)
+  __tsan_switch_to_fiber(race_fiber, __tsan_switch_to_fiber_no_sync);
+#else
+  (void)race_fiber;
+#endif
   swapcontext(&save.registers, &load.registers);
 }
 #endif
 
-/// What ThreadSanitizer is told (nothing in a build without it): the fibers, their switches, and
-/// the synchronisation between them. hide() and show() bracket the emulator's bookkeeping, which
+/// What ThreadSanitizer is told (nothing in a build without it): the fibers (their switches:
+/// switch_context) and the synchronisation between them. hide() and show() bracket the emulator's bookkeeping, which
 /// every thread touches and a GPU does not have.
 namespace tsan {
 #if defined(ATTN_EMULATOR_TSAN)
@@ -273,9 +297,6 @@ namespace tsan {
 // (below) until its next block, which TSan would report as ignores left enabled.
 inline void* new_fiber() { return __tsan_create_fiber(0); }
 inline void* this_fiber() { return __tsan_get_current_fiber(); }
-// No happens-before edge from the switch itself: threads that run one after another here run
-// at once on a GPU.
-inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
 inline void release(void* sync) { __tsan_release(sync); }
 inline void acquire(void* sync) { __tsan_acquire(sync); }
 inline void hide() { __tsan_ignore_thread_begin(); }
@@ -283,7 +304,6 @@ inline void show() { __tsan_ignore_thread_end(); }
 #else
 inline void* new_fiber() { return nullptr; }
 inline void* this_fiber() { return nullptr; }
-inline void switch_to(void*) {}
 inline void release(void*) {}
 inline void acquire(void*) {}
 inline void hide() {}
@@ -592,8 +612,7 @@ class block_runner {
     entered_from_launcher_ = true;
     __sanitizer_start_switch_fiber(&fake, first.stack, stack_bytes);
 #endif
-    tsan::switch_to(first.race_fiber);
-    switch_context(launcher_, first.context);
+    switch_context(launcher_, first.context, first.race_fiber);
 #if defined(ATTN_EMULATOR_ASAN)
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -672,6 +691,9 @@ class block_runner {
       self.failure_ = std::current_exception();
     }
     tsan::release(&self.launcher_sync_);
+    // An exit counts as an arrival at the barrier the others wait at or will: its accesses
+    // happen before theirs after it, as for a thread that arrived.
+    tsan::release(&self.barrier_sync_[self.barriers_passed_ % 2]);
     tsan::hide();  // until its next block's entry
     f.hidden = true;
     f.now = fiber::state::done;
@@ -686,14 +708,12 @@ class block_runner {
 #if defined(ATTN_EMULATOR_ASAN)
       __sanitizer_start_switch_fiber(nullptr, next->stack, stack_bytes);
 #endif
-      tsan::switch_to(next->race_fiber);
-      switch_context(abandoned, next->context);
+      switch_context(abandoned, next->context, next->race_fiber);
     } else {
 #if defined(ATTN_EMULATOR_ASAN)
       __sanitizer_start_switch_fiber(nullptr, self.launcher_stack_bottom_, self.launcher_stack_size_);
 #endif
-      tsan::switch_to(self.launcher_race_fiber_);
-      switch_context(abandoned, self.launcher_);
+      switch_context(abandoned, self.launcher_, self.launcher_race_fiber_);
     }
   }
 
@@ -710,11 +730,9 @@ class block_runner {
 #endif
     if (next) {
       current_ = next;
-      tsan::switch_to(next->race_fiber);
-      switch_context(me.context, next->context);
+      switch_context(me.context, next->context, next->race_fiber);
     } else {
-      tsan::switch_to(launcher_race_fiber_);
-      switch_context(me.context, launcher_);  // stuck: run_block reports it
+      switch_context(me.context, launcher_, launcher_race_fiber_);  // stuck: run_block reports it
     }
 #if defined(ATTN_EMULATOR_ASAN)
     __sanitizer_finish_switch_fiber(me.fake_stack, nullptr, nullptr);
@@ -1018,18 +1036,24 @@ T __ldcg(const T* p) {
   return *p;
 }
 // Blocks and threads share one CPU thread here, so the compiler's reordering is all a fence has
-// to stop (and ThreadSanitizer does not take thread fences).
+// to stop. Not modelled for ThreadSanitizer (which takes no thread fences): the kernels fence
+// only between blocks, which run one after another here.
 inline void __threadfence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 // Atomic as the host knows them (fibers switch only at barriers and warp collectives, so plain
-// read-modify-writes would do), for ThreadSanitizer to tell from plain accesses. Blocks run one
-// after another in a fixed order (or its reverse), so float sums by atomics come out the same
-// every run here, as they need not on a GPU.
-inline unsigned atomicAdd(unsigned* p, unsigned value) { return std::atomic_ref<unsigned>(*p).fetch_add(value); }
-inline float atomicAdd(float* p, float value) { return std::atomic_ref<float>(*p).fetch_add(value); }
+// read-modify-writes would do), for ThreadSanitizer to tell from plain accesses, and relaxed, as
+// a GPU's are: an atomic orders nothing else, so TSan still sees a race between what two
+// threads do around the same counter. Blocks run one after another in a fixed order (or its
+// reverse), so float sums by atomics come out the same every run here, as they need not on a GPU.
+inline unsigned atomicAdd(unsigned* p, unsigned value) {
+  return std::atomic_ref<unsigned>(*p).fetch_add(value, std::memory_order_relaxed);
+}
+inline float atomicAdd(float* p, float value) {
+  return std::atomic_ref<float>(*p).fetch_add(value, std::memory_order_relaxed);
+}
 inline unsigned long long atomicMin(unsigned long long* p, unsigned long long value) {
   std::atomic_ref<unsigned long long> at(*p);
-  unsigned long long old = at.load();
-  while (value < old && !at.compare_exchange_weak(old, value)) {
+  unsigned long long old = at.load(std::memory_order_relaxed);
+  while (value < old && !at.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
   }
   return old;
 }
