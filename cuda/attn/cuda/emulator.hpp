@@ -80,9 +80,9 @@
 // __syncwarp. Two threads of a block that touch the same memory, one of them writing, with
 // none of these between them, are reported as a data race (with the exceptions in the header's
 // first comment): compute-sanitizer's racecheck, on the CPU, and for global memory as well as
-// shared. A thread's exit counts as its arrival at the next barrier. The emulator's own bookkeeping is hidden
-// from TSan. Blocks run one after another and each starts after the last ended, so races
-// between blocks (which a GPU runs at once) are not seen.
+// shared. A thread's exit counts as its arrival at the next barrier. The emulator's own
+// bookkeeping is hidden from TSan. Blocks run one after another and each starts after the last
+// ended, so races between blocks (which a GPU runs at once) are not seen.
 #if defined(__SANITIZE_THREAD__)
 #define ATTN_EMULATOR_TSAN 1
 #elif defined(__has_feature)
