@@ -192,6 +192,15 @@ namespace detail {
 /// few instructions; elsewhere, or with ATTN_EMULATOR_UCONTEXT defined (a CPU that enforces a
 /// shadow stack, which the switch's return to a saved address would offend), ucontext, whose
 /// every switch is a system call (the signal mask).
+/// Under ThreadSanitizer, tells it that `race_fiber` runs from here: switch_context's first step.
+/// Not instrumented, nor is switch_context: an instrumented caller of __tsan_switch_to_fiber would
+/// leave its entry on one fiber's shadow call stack and take its exit off the other's.
+ATTN_EMULATOR_NOT_RACE_CHECKED inline void announce_switch([[maybe_unused]] void* race_fiber) {
+#if defined(ATTN_EMULATOR_TSAN)
+  __tsan_switch_to_fiber(race_fiber, __tsan_switch_to_fiber_no_sync);  // no edge: the threads run at once on a GPU
+#endif
+}
+
 #if defined(__x86_64__) && !defined(ATTN_EMULATOR_UCONTEXT)
 struct context {
   void* stack_pointer = nullptr;
@@ -253,16 +262,10 @@ inline void make_context(context& c, void* stack, std::size_t bytes, void (*entr
   c.stack_pointer = frame;
 }
 
-/// Under ThreadSanitizer, tells it that `race_fiber` runs from here, just before the switch. Not
-/// instrumented: an instrumented caller of __tsan_switch_to_fiber would leave its entry on one
-/// fiber's shadow call stack and take its exit off the other's, and this reads the next fiber's
-/// context once TSan counts that fiber as running.
+/// Switches to `load`, ThreadSanitizer's `race_fiber` with it. Not instrumented: it reads the next
+/// fiber's context once TSan counts that fiber as running.
 ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load, void* race_fiber) {
-#if defined(ATTN_EMULATOR_TSAN)
-  __tsan_switch_to_fiber(race_fiber, __tsan_switch_to_fiber_no_sync);  // no edge: the threads run at once on a GPU
-#else
-  (void)race_fiber;
-#endif
+  announce_switch(race_fiber);
   switch_stack(&save.stack_pointer, load.stack_pointer);
 }
 #else
@@ -279,18 +282,14 @@ inline void make_context(context& c, void* stack, std::size_t bytes, void (*entr
 }
 
 ATTN_EMULATOR_NOT_RACE_CHECKED inline void switch_context(context& save, const context& load, void* race_fiber) {
-#if defined(ATTN_EMULATOR_TSAN)
-  __tsan_switch_to_fiber(race_fiber, __tsan_switch_to_fiber_no_sync);
-#else
-  (void)race_fiber;
-#endif
+  announce_switch(race_fiber);
   swapcontext(&save.registers, &load.registers);
 }
 #endif
 
 /// What ThreadSanitizer is told (nothing in a build without it): the fibers (their switches:
-/// switch_context) and the synchronisation between them. hide() and show() bracket the emulator's bookkeeping, which
-/// every thread touches and a GPU does not have.
+/// announce_switch) and the synchronisation between them. hide() and show() bracket the
+/// emulator's bookkeeping, which every thread touches and a GPU does not have.
 namespace tsan {
 #if defined(ATTN_EMULATOR_TSAN)
 // Never destroyed: the runner lives until the program ends, and a fiber that exited stays hidden
